@@ -1,0 +1,77 @@
+"""The ``runjob`` command line: thin commands over :mod:`runjob_core.lifecycle`.
+
+Commands are imported only when they run, and their one-line help lives here, so
+``runjob --help`` imports click and nothing else: no plugin, no pluggy, no jinja2.
+Expected failures (:class:`runjob_core.errors.RunjobError`) print one line and exit 1;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+#: name -> (module, one-line help). One module per command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("runjob_core.cli.init", "Write a commented .runjob/clusters.yaml and an example job."),
+    "run": ("runjob_core.cli.run", "Take a job from spec to verified result: pre-flight, submit, watch, collect, report."),
+    "plan": ("runjob_core.cli.plan", "Show everything of pre-flight for a job, submitting nothing."),
+    "render": ("runjob_core.cli.render", "Print the job script a job would run."),
+    "submit": ("runjob_core.cli.submit", "Review and submit a job, then return."),
+    "status": ("runjob_core.cli.status", "Show jobs and their attempts (refreshes active ones)."),
+    "watch": ("runjob_core.cli.watch", "Follow jobs until they end: poll, read logs, run health checks."),
+    "logs": ("runjob_core.cli.logs", "Print a job's log; -f follows it."),
+    "cancel": ("runjob_core.cli.cancel", "Cancel a job's active attempt."),
+    "collect": ("runjob_core.cli.collect", "Download a finished job's results, publish and validate them."),
+    "report": ("runjob_core.cli.report", "Summarise a job: attempts, results, samples, anomalies, next step."),
+    "resume": ("runjob_core.cli.resume", "Resubmit a stopped job from its newest complete checkpoint."),
+    "events": ("runjob_core.cli.events", "Show the activity log."),
+    "plugins": ("runjob_core.cli.plugins", "List installed plugins, their hooks and load errors."),
+    "clusters": ("runjob_core.cli.clusters", "List configured clusters; 'clusters check NAME' tests one."),
+    "estimate": ("runjob_core.cli.estimate", "Estimate GPU memory for a model and job kind."),
+    "health": ("runjob_core.cli.health", "Run the health checks on log files offline."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = COMMANDS.get(name)
+        if entry is None:
+            return None
+        return importlib.import_module(entry[0]).command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        from runjob_core.errors import RunjobError
+
+        try:
+            return super().invoke(ctx)
+        except RunjobError as exc:
+            from runjob_core.redact import redact
+
+            raise click.ClickException(redact(str(exc))) from None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="runjob", message="runjob %(version)s")
+def cli() -> None:
+    """Run ML jobs on SLURM, RunPod or this machine, from one job spec to a verified result.
+
+    \b
+    Quick start:
+      runjob init                     write .runjob/clusters.yaml and examples/hello.yaml
+      runjob run examples/hello.yaml --yes
+    """
+
+
+def main() -> None:
+    sys.exit(cli.main(prog_name="runjob", standalone_mode=True))

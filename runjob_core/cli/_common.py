@@ -1,0 +1,98 @@
+"""Helpers shared by the CLI commands: context, printing, job lookup."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = ()):
+    """An on_event callback: JSON lines on stdout, or readable lines on stderr."""
+    def show(event) -> None:
+        if event.kind in quiet_kinds:
+            return
+        if as_json:
+            click.echo(json.dumps(event.to_json(), default=str))
+            return
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.ts))
+        style = {"finding": "yellow", "rejected": "red", "submit_failed": "red", "collect_failed": "red",
+                 "resume_refused": "red", "resuming": "cyan", "submitted": "green", "collected": "green"}.get(event.kind, "")
+        if event.kind == "finding" and event.data.get("severity") == "error":
+            style = "red"
+        text = f"[dim]{stamp}[/dim] [bold]{event.kind:<10}[/bold] {_escape(event.message)}"
+        console(stderr=True).print(f"[{style}]{text}[/{style}]" if style else text)
+    return show
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), clusters: Path | None = None):
+    from runjob_core import lifecycle
+
+    return lifecycle.open_context(clusters_path=clusters, on_event=event_printer(as_json, quiet_kinds=quiet_kinds))
+
+
+def load_job(path: str):
+    from runjob_core import config
+
+    return config.load_job(Path(path))
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*["" if v is None else _escape(str(v)) for v in row])
+    console().print(table)
+
+
+def confirm_review(assume_yes: bool):
+    """The review step: show the summary and ask, unless --yes."""
+    def confirm(job, cluster, rendered) -> bool:
+        from runjob_core.lifecycle import review_rows
+
+        if assume_yes:
+            return True
+        print_table(f"Review: {job.name}", ["", ""], [list(r) for r in review_rows(job, cluster, rendered)])
+        if not sys.stdin.isatty():
+            from runjob_core.errors import RefusedError
+
+            raise RefusedError("not submitted: review needs a terminal to confirm; pass --yes to submit without asking")
+        return click.confirm("Submit this job?", default=False)
+    return confirm
+
+
+def fmt_time(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+def fmt_duration(start: float | None, end: float | None) -> str:
+    if not start:
+        return "-"
+    seconds = int((end or time.time()) - start)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"

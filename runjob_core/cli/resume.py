@@ -1,0 +1,38 @@
+"""runjob resume: continue a stopped job from its newest complete checkpoint."""
+
+from __future__ import annotations
+
+import click
+
+from runjob_core.cli._common import json_option, open_context, print_json
+
+
+@click.command("resume")
+@click.argument("job")
+@click.option("-y", "--yes", is_flag=True, help="Resubmit without asking.")
+@json_option
+def command(job: str, yes: bool, as_json: bool) -> None:
+    """Resubmit JOB (same spec, attempt n+1) from where it stopped."""
+    from runjob_core import resume
+    from runjob_core.errors import RefusedError
+
+    context = open_context(as_json)
+    try:
+        row = context.store.find_job(job)
+        plan, latest = resume.plan(context, row)
+        summary = f"{row.name} ({row.id}): attempt {latest.n} ended {latest.state}; " + (
+            f"resume from {plan.checkpoint} (step {plan.step})" if plan.checkpoint else plan.reason)
+        if not as_json:
+            click.echo(summary)
+            for warning in resume.warnings(row, latest, plan):
+                click.secho(f"warning: {warning}", fg="yellow")
+        if not yes and not click.confirm("Resubmit?", default=False):
+            raise RefusedError("not resubmitted")
+        submission = resume.resubmit(context, row, plan)
+    finally:
+        context.close()
+    if as_json:
+        print_json({"job_id": row.id, "attempt": submission.attempt, "backend_job_id": submission.backend_job_id,
+                    "resume_from": plan.checkpoint, "reason": plan.reason, "source": plan.source})
+    else:
+        click.echo(f"{row.id} attempt {submission.attempt}: {submission.backend_job_id}")

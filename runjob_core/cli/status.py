@@ -1,0 +1,48 @@
+"""runjob status: jobs and their attempts; active ones are refreshed first."""
+
+from __future__ import annotations
+
+import click
+
+from runjob_core.cli._common import fmt_duration, fmt_time, json_option, open_context, print_json, print_table
+
+
+@click.command("status")
+@click.argument("job", required=False)
+@click.option("--no-refresh", is_flag=True, help="Show the stored state without polling.")
+@click.option("-n", "--limit", default=20, show_default=True, help="How many recent jobs to list.")
+@json_option
+def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> None:
+    """Show JOB (id or name) with its attempts, or the recent jobs."""
+    from runjob_core import monitor
+
+    context = open_context(as_json, quiet_kinds=("state",))
+    try:
+        store = context.store
+        rows = [store.find_job(job)] if job else store.list_jobs(limit=limit)
+        active = [r.id for r in rows if store.active_attempts([r.id])]
+        if active and not no_refresh:
+            monitor.cycle(context, active)
+        rows = [store.get_job(r.id) for r in rows]
+        if as_json:
+            print_json([
+                {"id": r.id, "name": r.name, "kind": r.kind, "cluster": r.cluster, "state": r.state, "outcome": r.outcome,
+                 "created_at": r.created_at, "attempts": [a.__dict__ | {"submission_json": None} for a in store.attempts(r.id)]}
+                for r in rows
+            ])
+            return
+        if job:
+            row = rows[0]
+            click.echo(f"{row.name} ({row.id}, {row.kind}) on {row.cluster}: {row.state}" + (f" - {row.outcome}" if row.outcome else ""))
+            print_table("Attempts", ["#", "backend id", "state", "exit", "submitted", "elapsed", "step", "rows", "resumed from"], [
+                [a.n, a.backend_job_id, a.state + (f" ({a.reason})" if a.reason else ""), a.exit_code, fmt_time(a.submitted_at),
+                 fmt_duration(a.started_at, a.ended_at), a.step, a.rows_done, a.resumed_from]
+                for a in store.attempts(row.id)
+            ])
+        else:
+            print_table(None, ["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"], [
+                [r.id, r.name, r.kind, r.cluster, r.state, len(store.attempts(r.id)), fmt_time(r.created_at), r.outcome]
+                for r in rows
+            ])
+    finally:
+        context.close()

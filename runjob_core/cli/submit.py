@@ -1,0 +1,40 @@
+"""runjob submit: pre-flight, review and submit a job, then return."""
+
+from __future__ import annotations
+
+import click
+
+from runjob_core.cli._common import confirm_review, json_option, load_job, open_context, print_json
+
+
+@click.command("submit")
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@click.option("-y", "--yes", is_flag=True, help="Submit without the review prompt.")
+@click.option("--canary", is_flag=True, help="Submit the job's canary instead.")
+@click.option("--force", is_flag=True, help="Submit even if pre-flight refuses the job.")
+@click.option("--new", is_flag=True, help="Submit a new job even if the same spec is already running.")
+@json_option
+def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, as_json: bool) -> None:
+    """Submit JOB_FILE; follow it with `runjob watch`."""
+    from runjob_core import config, lifecycle
+    from runjob_core.cli import _show
+    from runjob_core.errors import RefusedError
+
+    job = load_job(job_file)
+    context = open_context(as_json)
+    try:
+        cluster = lifecycle.cluster_for(context, job)
+        kind = "full"
+        if canary:
+            job, kind = lifecycle.apply_canary(job), "canary"
+        checks = lifecycle.preflight(context, job, cluster)
+        _show.preflight(checks, as_json)
+        if checks.refused and not force:
+            raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
+        row, submission = lifecycle.submit(context, job, cluster, spec_path=job_file, kind=kind, new=new, confirm=confirm_review(yes))
+    finally:
+        context.close()
+    if as_json:
+        print_json({"job_id": row.id, "name": row.name, "submission": config.unstructure(submission)})
+    else:
+        click.echo(f"{row.id} {submission.backend_job_id}")

@@ -1,0 +1,35 @@
+"""runjob watch: follow jobs until they end."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from runjob_core.cli._common import open_context
+
+
+@click.command("watch")
+@click.argument("jobs", nargs=-1)
+@click.option("--once", is_flag=True, help="One monitoring cycle, then exit (for cron).")
+@click.option("--interval", type=float, default=1.0, show_default=True, help="Shortest seconds between polls.")
+@click.option("--max-interval", type=float, default=30.0, show_default=True, help="Longest seconds between polls while idle.")
+@click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: float, as_json: bool) -> None:
+    """Poll JOBS (ids or names; default: every active job), read new log lines, run health checks."""
+    from runjob_core import monitor
+    from runjob_core.cli import _show
+
+    context = open_context(as_json)
+    try:
+        job_ids = [context.store.find_job(ref).id for ref in jobs]
+        if not job_ids:
+            job_ids = sorted({a.job_id for a in context.store.active_attempts()})
+            if not job_ids:
+                click.echo("no active jobs", err=True)
+                return
+        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
+        with live:
+            monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)
+    finally:
+        context.close()

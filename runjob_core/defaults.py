@@ -1,0 +1,103 @@
+"""The core's own hook implementations; registered first, so they run last."""
+
+from __future__ import annotations
+
+import json
+
+import pluggy
+
+from runjob_core import templating
+from runjob_core.models import Rendered, ResumePlan
+
+hookimpl = pluggy.HookimplMarker("runjob")
+SOURCE = "runjob-core"
+
+
+@hookimpl(trylast=True)
+def runjob_render(job, cluster, templates, context):
+    """Render ``<backend>.sh.j2`` if the backend ships one, else the job's template."""
+    current = context.current
+    backend_template = f"{cluster.type}.sh.j2"
+    try:
+        templates.get_template(backend_template)
+        name = backend_template
+    except templating.jinja2.TemplateNotFound:
+        name = f"{job.template}.sbatch.j2"
+    variables = {"job": job, "cluster": cluster, "runjob": current.template_vars()}
+    script = templating.render(templates, name, variables, job_source=job.source)
+    return Rendered(script=script, template=name, source=SOURCE)
+
+
+@hookimpl(trylast=True)
+def runjob_resume(submission, status, context):
+    """Resume from the newest complete checkpoint in the job's checkpoint folder.
+
+    A checkpoint counts only if its completion marker (written by
+    ``runjob_core.job.checkpoint_saved`` after the files) lists files whose sizes still
+    match. Without any, the job resumes from its results alone (rows already written are
+    skipped by ``ResultsWriter``).
+    """
+    cluster = context.clusters[submission.cluster]
+    transport = context.transport(cluster)
+    root = submission.checkpoint_dir
+    best, best_step, skipped = None, -1, []
+    if root:
+        for info in transport.listdir_recursive(root):
+            if not info.path.endswith("/.runjob_complete") or info.path.count("/") != 1:
+                continue
+            folder = root.rstrip("/") + "/" + info.path.rsplit("/", 1)[0]
+            verdict = _verify_checkpoint(transport, folder)
+            if verdict is None:
+                skipped.append(folder)
+                continue
+            if verdict > best_step:
+                best, best_step = folder, verdict
+    if best is None:
+        reason = "no complete checkpoint; resuming from the results written so far"
+        if skipped:
+            reason += f" (skipped incomplete: {', '.join(skipped)})"
+        return ResumePlan(source=SOURCE, reason=reason)
+    return ResumePlan(
+        source=SOURCE,
+        reason=f"newest complete checkpoint is step {best_step}",
+        checkpoint=best,
+        step=best_step,
+        env={"RUNJOB_RESUME_STEP": str(best_step)},
+    )
+
+
+def _verify_checkpoint(transport, folder: str) -> int | None:
+    """Return the step of a complete checkpoint, or None if it is torn or corrupt."""
+    text = transport.read_text(folder + "/.runjob_complete")
+    try:
+        meta = json.loads(text or "")
+        step = int(meta["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    present = {info.path: info.size for info in transport.listdir_recursive(folder)}
+    for name, size in meta.get("files", {}).items():
+        if present.get(name) != size:
+            return None
+        if name.endswith(".json") and size < (1 << 20):
+            try:
+                json.loads(transport.read_text(folder + "/" + name) or "")
+            except ValueError:
+                return None
+        if name.endswith(".safetensors") and not _safetensors_header_ok(transport, folder + "/" + name, size):
+            return None
+    return step
+
+
+def _safetensors_header_ok(transport, path: str, size: int) -> bool:
+    head = transport.read_from(path, 0, 8)
+    if len(head) < 8:
+        return False
+    header_len = int.from_bytes(head, "little")
+    if header_len <= 0 or 8 + header_len > size:
+        return False
+    try:
+        header = json.loads(transport.read_from(path, 8, header_len))
+    except ValueError:
+        return False
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    return 8 + header_len + max(ends, default=0) == size

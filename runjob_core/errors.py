@@ -1,0 +1,42 @@
+"""The one exception hierarchy of runjob.
+
+Expected failures (bad input, an unreachable host, a scheduler that says no) are
+:class:`RunjobError` subclasses: the CLI prints their message on one line and exits 1,
+with no traceback. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class RunjobError(Exception):
+    """An expected failure whose message tells the user what to do."""
+
+
+class ConfigError(RunjobError):
+    """A configuration or job file is invalid; carries one line per problem."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"invalid {source}:\n{lines}" if len(self.problems) > 1 else f"{self.problems[0]}")
+
+
+class UnknownBackendError(RunjobError):
+    """A cluster names a backend type that no installed plugin provides."""
+
+
+class BackendError(RunjobError):
+    """A backend refused or failed an operation (sbatch rejected, pod not created, ...)."""
+
+
+class TransportError(RunjobError):
+    """A host could not be reached, authenticated or used."""
+
+
+class JobNotFoundError(RunjobError):
+    """No job in the state store matches the given id or name."""
+
+
+class RefusedError(RunjobError):
+    """Pre-flight refused to submit a job; the message says why and what to change."""

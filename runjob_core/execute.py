@@ -1,0 +1,94 @@
+"""The one place in runjob that starts a process.
+
+Everything that spawns (the local transport, the local backend, benchmarks' helpers)
+calls :func:`run`, so a test can record or replay every command through
+:func:`runjob_core.testing.fake_run`-style replacement of :data:`RUNNER`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The outcome of one command (or, for a detached start, its pid)."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+    pid: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def _spawn(
+    argv: Sequence[str],
+    *,
+    input: str | None = None,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    detach: bool = False,
+    output_path: str | None = None,
+) -> Completed:
+    argv = tuple(str(a) for a in argv)
+    full_env = None if env is None else {**os.environ, **env}
+    if detach:
+        # Own session and process group: the job outlives runjob, and cancel can kill
+        # the whole group. Output goes straight to a file, never through a pipe we would
+        # have to keep draining.
+        out = open(output_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            out.close()
+        return Completed(argv, 0, pid=proc.pid)
+    proc = subprocess.run(
+        argv,
+        input=input,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
+    return Completed(argv, proc.returncode, proc.stdout, proc.stderr)
+
+
+#: The function :func:`run` delegates to; tests replace it to record or script commands.
+RUNNER: Callable[..., Completed] = _spawn
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    input: str | None = None,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    detach: bool = False,
+    output_path: str | None = None,
+) -> Completed:
+    """Run *argv* (never through a shell) and return its outcome.
+
+    With ``detach=True`` the process is started in its own session with stdout and
+    stderr appended to *output_path*, and :func:`run` returns at once with its ``pid``.
+    """
+    return RUNNER(argv, input=input, cwd=cwd, env=env, timeout=timeout, detach=detach, output_path=output_path)

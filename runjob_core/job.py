@@ -1,0 +1,181 @@
+"""Helpers the job's own code imports: resumable results, progress, checkpoints, signals.
+
+Standard library only, Python 3.9+: runjob uploads this file with every job and puts it
+on ``PYTHONPATH``, so ``import runjob_core.job`` works on a compute node where runjob is
+not installed. Paths default to the ``RUNJOB_*`` variables the rendered script exports.
+
+    from runjob_core.job import ResultsWriter, progress, limit
+
+    with ResultsWriter("results.jsonl") as out:          # relative to $RUNJOB_RESULTS
+        for row in rows[: limit(len(rows))]:
+            if row["id"] in out.done:                       # done before a restart
+                continue
+            out.write({"id": row["id"], "response": answer(row)})
+            progress(rows_done=len(out.done))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Set
+
+__all__ = ["ResultsWriter", "progress", "checkpoint_saved", "latest_checkpoint", "limit", "on_preempt_signal", "results_dir"]
+
+COMPLETE_MARKER = ".runjob_complete"
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get("RUNJOB_RESULTS", "results"))
+
+
+def limit(total: int) -> int:
+    """How many rows to process: ``RUNJOB_LIMIT`` for a canary run, else *total*."""
+    value = os.environ.get("RUNJOB_LIMIT")
+    return min(total, int(value)) if value else total
+
+
+class ResultsWriter:
+    """Append-only JSONL results that survive being killed at any point.
+
+    On open it reads the rows already written and exposes their keys in :attr:`done`,
+    so a restarted job skips them. A torn last line (the process was killed mid-write)
+    is cut off, never parsed or duplicated. Each row is written with one ``write`` call
+    and flushed; :meth:`sync` (called on checkpoint and close) also fsyncs.
+    """
+
+    def __init__(self, path: "str | os.PathLike[str]", key: str = "id") -> None:
+        path = Path(path)
+        self.path = path if path.is_absolute() else results_dir() / path
+        self.key = key
+        self.done: Set[Any] = set()
+        self.repaired_bytes = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._recover()
+        self._handle = open(self.path, "ab")
+
+    def _recover(self) -> None:
+        if not self.path.exists():
+            return
+        good_end = 0
+        with open(self.path, "rb") as handle:
+            data = handle.read()
+        position = 0
+        while position < len(data):
+            newline = data.find(b"\n", position)
+            if newline == -1:
+                break  # no newline: the last write was cut
+            line = data[position:newline]
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    break  # a torn line followed by garbage: keep what came before
+                if isinstance(row, dict) and self.key in row:
+                    self.done.add(_hashable(row[self.key]))
+            position = newline + 1
+            good_end = position
+        if good_end < len(data):
+            self.repaired_bytes = len(data) - good_end
+            with open(self.path, "r+b") as handle:
+                handle.truncate(good_end)
+
+    def write(self, row: Dict[str, Any]) -> bool:
+        """Append *row*; returns False (and writes nothing) if its key is already done."""
+        key = _hashable(row[self.key])
+        if key in self.done:
+            return False
+        self._handle.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+        self._handle.flush()
+        self.done.add(key)
+        return True
+
+    def sync(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self.sync()
+            self._handle.close()
+
+    def __enter__(self) -> "ResultsWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _hashable(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total: Optional[int] = None, **metrics: Any) -> None:
+    """Record the job's progress where the monitor reads it (written atomically)."""
+    path = Path(os.environ.get("RUNJOB_PROGRESS", "progress.json"))
+    current: Dict[str, Any] = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text())
+        except ValueError:
+            current = {}
+    current.update({k: v for k, v in {"step": step, "rows_done": rows_done, "total": total}.items() if v is not None})
+    if metrics:
+        current.setdefault("metrics", {}).update(metrics)
+    current["updated_at"] = time.time()
+    current["attempt"] = int(os.environ.get("RUNJOB_ATTEMPT", "1"))
+    _atomic_write(path, json.dumps(current, default=str))
+
+
+def checkpoint_saved(path: "str | os.PathLike[str]", step: int, **info: Any) -> Path:
+    """Mark the checkpoint folder *path* complete; call it after every file is written."""
+    folder = Path(path)
+    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER}
+    marker = folder / COMPLETE_MARKER
+    _atomic_write(marker, json.dumps({"step": step, "files": files, "saved_at": time.time(), **info}))
+    progress(step=step, last_checkpoint=str(folder))
+    return marker
+
+
+def latest_checkpoint(root: "str | os.PathLike[str] | None" = None) -> Optional[Path]:
+    """The newest checkpoint under *root* whose completion marker matches its files."""
+    base = Path(root or os.environ.get("RUNJOB_CHECKPOINT_DIR", "checkpoints"))
+    best: Optional[Path] = None
+    best_step = -1
+    if not base.is_dir():
+        return None
+    for marker in base.glob(f"*/{COMPLETE_MARKER}"):
+        try:
+            meta = json.loads(marker.read_text())
+        except ValueError:
+            continue
+        folder = marker.parent
+        sizes_ok = all((folder / name).is_file() and (folder / name).stat().st_size == size for name, size in meta.get("files", {}).items())
+        if sizes_ok and int(meta.get("step", -1)) > best_step:
+            best, best_step = folder, int(meta["step"])
+    return best
+
+
+def on_preempt_signal(handler: Callable[[], None], signum: int = signal.SIGUSR1) -> None:
+    """Call *handler* when the scheduler warns that time is almost up (``--signal=B:USR1@N``).
+
+    The handler should save a checkpoint and exit; runjob resumes the job from it.
+    """
+    signal.signal(signum, lambda _signum, _frame: handler())

@@ -1,0 +1,314 @@
+"""The phases of a job as library functions: the only caller of hooks.
+
+Every phase records what it did as events in the store (the activity log); the CLI
+commands are thin wrappers around these functions, and lab tooling can call them too.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from runjob_core import config, plugins, staging, templating
+from runjob_core.context import CurrentAttempt, RunContext
+from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError
+from runjob_core.models import ACTIVE_STATES, ClusterConfig, Estimate, JobSpec, JobStatus, Rendered, Submission
+from runjob_core.store import JobRow, Store, state_dir
+
+
+def open_context(
+    *, clusters_path: Path | None = None, on_event: Callable[..., None] | None = None, pm=None, store: Store | None = None
+) -> RunContext:
+    """Load clusters and plugins and open the state store of the working directory."""
+    if pm is None:
+        pm, _infos = plugins.get_plugin_manager()
+    clusters = config.load_clusters(clusters_path)
+    folder = state_dir()
+    return RunContext(store=store or Store(folder / "state.db"), pm=pm, clusters=clusters, state_dir=folder, on_event=on_event)
+
+
+def cluster_for(context: RunContext, job: JobSpec) -> ClusterConfig:
+    cluster = context.clusters.get(job.cluster)
+    if cluster is None:
+        known = ", ".join(sorted(context.clusters))
+        raise ConfigError(job.source, [f"unknown cluster {job.cluster!r} at $.cluster in {job.source}; known clusters: {known}"])
+    plugins.require_backend(context.pm, cluster.type, cluster=cluster.name)
+    return cluster
+
+
+def apply_canary(job: JobSpec) -> JobSpec:
+    """The canary variant of *job*: same spec, a row limit and a shorter time limit."""
+    resources = job.resources
+    if job.canary.time is not None:
+        resources = attrs.evolve(resources, time=job.canary.time)
+    upload = job.upload
+    if upload.repo:
+        upload = attrs.evolve(upload, repo=f"{upload.repo}-canary")
+    return attrs.evolve(job, resources=resources, upload=upload)
+
+
+# ---------------------------------------------------------------------------- pre-flight
+
+
+@attrs.frozen
+class Preflight:
+    estimates: tuple[Estimate, ...]
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.problems)
+
+
+def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig) -> Preflight:
+    estimates = [e for e in context.pm.hook.runjob_estimate(job=job, cluster=cluster, context=context) if e is not None]
+    problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
+                for e in estimates if e.fits is False]
+    warnings = []
+    if job.benchmark:
+        references = plugins.flatten(context.pm.hook.runjob_references(context=context))
+        names = {n.lower() for r in references for n in (r.name, *r.aliases)}
+        if job.benchmark.lower() not in names:
+            warnings.append(f"no benchmark reference for {job.benchmark!r}: its pitfalls cannot be checked")
+    return Preflight(tuple(estimates), tuple(problems), tuple(warnings))
+
+
+# ---------------------------------------------------------------------------- render
+
+
+def templates_for(context: RunContext):
+    plugin_objects = [p for _name, p in context.pm.list_name_plugin() if p is not None]
+    return templating.make_environment(user_dir=Path(".runjob/templates"), plugins=plugin_objects)
+
+
+def prepare_attempt(
+    context: RunContext, job: JobSpec, cluster: ClusterConfig, *, job_id: str, attempt: int, tag: str,
+    resume_from: str | None = None, resume_env: dict[str, str] | None = None, limit: int | None = None,
+) -> CurrentAttempt:
+    transport = context.transport(cluster)
+    layout = staging.layout_for(job, cluster, job_id, attempt, transport, context.state_dir)
+    current = CurrentAttempt(
+        job_id=job_id, attempt=attempt, tag=tag, layout=layout, resume_from=resume_from,
+        resume_env=resume_env or {}, limit=limit, upload_repo=job.upload.repo,
+    )
+    context.current = current
+    return current
+
+
+def render(context: RunContext, job: JobSpec, cluster: ClusterConfig) -> Rendered:
+    """Render the script of the attempt in ``context.current``."""
+    caller = plugins.routed(context.pm, "runjob_render", cluster.type)
+    rendered = caller(job=job, cluster=cluster, templates=templates_for(context), context=context)
+    if rendered is None:
+        raise RunjobError(f"no plugin rendered a script for backend {cluster.type!r}")
+    return rendered
+
+
+def render_preview(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, limit: int | None = None) -> Rendered:
+    """Render with placeholder ids, without touching the store or the cluster's files."""
+    prepare_attempt(context, job, cluster, job_id="rj-preview", attempt=1, tag="runjob:rj-preview:1", limit=limit)
+    return render(context, job, cluster)
+
+
+def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None = None) -> list[tuple[str, str]]:
+    res = job.resources
+    partition = res.partition or cluster.default_partition or "(default)"
+    gpus = f"{res.gpus} x {res.gpu_type or cluster.gpu_type or 'any'}" if res.gpus else "none"
+    rows = [
+        ("job", job.name), ("cluster", f"{cluster.name} ({cluster.type})"), ("partition", partition),
+        ("account", res.account or cluster.default_account or "(default)"), ("GPUs", gpus),
+        ("CPUs / memory", f"{res.cpus} / {res.mem or '(default)'}"), ("time limit", res.time or "(default)"),
+        ("template", job.template), ("model", job.model.path or job.model.name or "-"),
+        ("input", job.data.input or "-"), ("output", job.data.output),
+        ("max_tokens", str(job.model.max_tokens) if job.model.max_tokens is not None else "-"),
+        ("params", json.dumps(job.params, sort_keys=True) if job.params else "-"),
+        ("command", job.command.strip().splitlines()[0] + (" ..." if len(job.command.strip().splitlines()) > 1 else "")),
+    ]
+    if rendered is not None:
+        rows.append(("script", f"{len(rendered.script.splitlines())} lines from {rendered.template}"))
+    return rows
+
+
+# ---------------------------------------------------------------------------- submit
+
+
+def submit(
+    context: RunContext, job: JobSpec, cluster: ClusterConfig, *, spec_path: str | None = None,
+    kind: str = "full", canary_of: str | None = None, new: bool = False,
+    confirm: Callable[[JobSpec, ClusterConfig, Rendered], bool] | None = None,
+) -> tuple[JobRow, Submission]:
+    """Submit *job* as a new runjob job, or reattach to the same spec already submitted.
+
+    A job with the same name and spec hash whose latest attempt is still active is
+    returned as it is (unless *new*); one stuck in SUBMITTING (runjob was killed while
+    submitting) is reattached through its tag, and only submitted if the backend has no
+    job with that tag.
+    """
+    spec_hash = config.spec_hash(job)
+    if not new:
+        existing = _existing_active(context.store, job.name, spec_hash, kind)
+        if existing is not None:
+            row, attempt = existing
+            if attempt.state != "SUBMITTING":
+                context.event(row.id, "reattached", f"{job.name} is already submitted as {row.id} ({attempt.state}); following it",
+                              attempt=attempt.n)
+                return row, attempt.submission
+            return row, _submit_attempt(context, row, job, cluster, attempt_row=attempt, confirm=None)
+    job_id = context.store.create_job(
+        name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
+        spec_hash=spec_hash, spec_path=spec_path, kind=kind, canary_of=canary_of,
+    )
+    row = context.store.get_job(job_id)
+    context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
+    return context.store.get_job(job_id), _submit_attempt(context, row, job, cluster, attempt_row=None, confirm=confirm)
+
+
+def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
+    for row in store.list_jobs(limit=200):
+        if row.name != name or row.spec_hash != spec_hash or row.kind != kind:
+            continue
+        attempt = store.latest_attempt(row.id)
+        if attempt is not None and attempt.state in ACTIVE_STATES:
+            return row, attempt
+    return None
+
+
+def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row, confirm,
+                    resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+    store = context.store
+    if attempt_row is not None:
+        # Killed while submitting: ask the backend whether the job with this tag exists.
+        current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=attempt_row.n, tag=attempt_row.tag,
+                                  resume_from=attempt_row.resumed_from, limit=_limit(row, job))
+        found = plugins.routed(context.pm, "runjob_reattach", cluster.type)(job=job, tag=attempt_row.tag, cluster=cluster, context=context)
+        if found is not None:
+            store.record_submission(row.id, attempt_row.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
+            context.event(row.id, "reattached", f"found {found.backend_job_id} by its tag {attempt_row.tag}; not submitting again",
+                          attempt=attempt_row.n, source=found.source)
+            return found
+        n, tag = attempt_row.n, attempt_row.tag
+    else:
+        # Render and confirm before the attempt exists, so a refusal leaves nothing behind.
+        n = (store.latest_attempt(row.id).n + 1) if store.latest_attempt(row.id) else 1
+        tag = f"runjob:{row.id}:{n}"
+        current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=n, tag=tag, resume_from=resume_from,
+                                  resume_env=resume_env, limit=_limit(row, job))
+    rendered = render(context, job, cluster)
+    if confirm is not None and not confirm(job, cluster, rendered):
+        store.set_job(row.id, state="ABANDONED", outcome="not confirmed by the user")
+        context.event(row.id, "abandoned", "submission not confirmed; nothing was submitted")
+        raise RefusedError("not submitted: the review was not confirmed")
+    store.set_job(row.id, script=rendered.script)
+    if attempt_row is None:
+        attempt_row = store.begin_attempt(row.id, resumed_from=resume_from)
+        assert attempt_row.tag == tag, (attempt_row.tag, tag)
+    transport = context.transport(cluster)
+    try:
+        staging.stage(transport, current.layout, job, rendered)
+        submission = plugins.routed(context.pm, "runjob_submit", cluster.type)(
+            job=job, rendered=rendered, cluster=cluster, context=context
+        )
+    except RunjobError as exc:
+        store.delete_attempt(row.id, n)
+        state = "REJECTED" if n == 1 else store.latest_attempt(row.id).state
+        store.set_job(row.id, state=state, outcome=f"submission failed: {exc}")
+        kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
+        context.event(row.id, kind, str(exc), attempt=n)
+        raise
+    if submission is None:
+        store.delete_attempt(row.id, n)
+        message = f"backend {cluster.type!r} did not submit the job"
+        raise BackendError(message)
+    store.record_submission(row.id, n, config.record_to_json(submission), submission.backend_job_id, submission.submitted_at)
+    what = f"resumed from {resume_from}" if resume_from else ("resubmitted" if n > 1 else "submitted")
+    context.event(row.id, "submitted", f"attempt {n} {what} as {cluster.type} job {submission.backend_job_id} on {cluster.name}",
+                  attempt=n, source=submission.source, backend_job_id=submission.backend_job_id, log=submission.log_path)
+    return submission
+
+
+def _limit(row: JobRow, job: JobSpec) -> int | None:
+    return job.canary.limit if row.kind == "canary" else None
+
+
+def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str]) -> Submission:
+    """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed)."""
+    job = row.spec
+    if config.spec_hash(job) != row.spec_hash:
+        raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
+    cluster = cluster_for(context, job)
+    return _submit_attempt(context, row, job, cluster, attempt_row=None, confirm=None,
+                           resume_from=resume_from, resume_env=resume_env)
+
+
+# ---------------------------------------------------------------------------- cancel
+
+
+def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the user") -> list[str]:
+    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
+    if not attempts:
+        return []
+    cluster = context.clusters.get(row.cluster)
+    if cluster is None:
+        raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
+    submissions = [a.submission for a in attempts]
+    done = plugins.routed(context.pm, "runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
+    for attempt in attempts:
+        if attempt.submission.backend_job_id in done:
+            context.store.update_attempt(row.id, attempt.n, state="CANCELLED", ended_at=time.time(), reason=reason)
+            context.event(row.id, "cancelled", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
+    return list(done)
+
+
+# ---------------------------------------------------------------------------- collect
+
+
+@attrs.frozen
+class Collected:
+    dest: Path
+    artifacts: tuple[Any, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def results_folder(row: JobRow) -> Path:
+    suffix = "-canary" if row.kind == "canary" else ""
+    return Path("results") / f"{row.name}{suffix}"
+
+
+def collect(context: RunContext, row: JobRow) -> Collected:
+    attempt = context.store.latest_attempt(row.id)
+    if attempt is None or attempt.submission is None:
+        raise RunjobError(f"job {row.id} was never submitted; nothing to collect")
+    submission = attempt.submission
+    cluster = context.clusters.get(row.cluster)
+    if cluster is None:
+        raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
+    status = JobStatus(state=attempt.state, source="runjob-store", exit_code=attempt.exit_code, reason=attempt.reason)
+    dest = results_folder(row)
+    dest.mkdir(parents=True, exist_ok=True)
+    caller = plugins.routed(context.pm, "runjob_collect", cluster.type)
+    artifacts = plugins.flatten(caller(submission=submission, status=status, dest=dest, context=context))
+    problems = []
+    for artifact in artifacts:
+        context.store.add_artifact(row.id, attempt=attempt.n, name=artifact.name, kind=artifact.kind,
+                                   location=artifact.location, source=artifact.source, rows=artifact.rows, data=artifact.data)
+        severity = artifact.data.get("severity")
+        if artifact.kind == "problem" and severity == "error":
+            problems.append(f"{artifact.name}: {artifact.data.get('message', artifact.location)}")
+        rows = f", {artifact.rows} rows" if artifact.rows is not None else ""
+        context.event(row.id, "artifact", f"{artifact.kind} {artifact.name}: {artifact.location}{rows}",
+                      attempt=attempt.n, source=artifact.source, **{k: v for k, v in artifact.data.items() if k != "samples"})
+    if not any(a.kind == "results" for a in artifacts):
+        problems.append(f"no results were collected into {dest}")
+    context.event(row.id, "collected" if not problems else "collect_failed",
+                  f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
+    return Collected(dest, tuple(artifacts), tuple(problems))

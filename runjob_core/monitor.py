@@ -1,0 +1,266 @@
+"""The monitor: poll every active job (batched per cluster), read only new log bytes,
+run the health checks, record findings and apply their actions.
+
+Killed and restarted, the monitor carries on from the log offsets and states in the
+store. One cycle makes one ``runjob_poll`` call per cluster, whatever the number of jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+import attrs
+
+from runjob_core import lifecycle, plugins
+from runjob_core.context import RunContext
+from runjob_core.errors import RunjobError, TransportError
+from runjob_core.models import (
+    ACTIVE_STATES, COMPLETED, LOST, NODE_FAIL, PREEMPTED, RUNNING, TIMEOUT, Finding, JobStatus, Submission,
+)
+from runjob_core.store import AttemptRow
+
+#: Read at most this much new log per job per cycle; the rest comes next cycle.
+MAX_WINDOW_BYTES = 8 << 20
+RESUMABLE_STATES = {TIMEOUT: "max_timeouts", PREEMPTED: "max_preemptions", NODE_FAIL: "max_preemptions"}
+
+
+@attrs.define
+class JobView:
+    """What the live table shows for one job."""
+
+    job_id: str
+    name: str
+    attempt: int
+    state: str
+    reason: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    step: int | None = None
+    rows_done: int | None = None
+    total: int | None = None
+    findings: list[str] = attrs.field(factory=list)
+    outcome: str | None = None
+
+
+@attrs.define
+class CycleResult:
+    changed: bool
+    views: dict[str, JobView]
+    finished: set[str]
+
+
+def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
+    store = context.store
+    attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
+    by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
+    for attempt in attempts:
+        by_cluster[store.get_job(attempt.job_id).cluster].append(attempt)
+    changed = False
+    views: dict[str, JobView] = {}
+    for cluster_name, group in by_cluster.items():
+        cluster = context.clusters.get(cluster_name)
+        if cluster is None:
+            for attempt in group:
+                context.event(attempt.job_id, "warning", f"cluster {cluster_name!r} is not in clusters.yaml; cannot poll", attempt=attempt.n)
+            continue
+        submissions = [a.submission for a in group]
+        try:
+            statuses = plugins.routed(context.pm, "runjob_poll", cluster.type)(
+                submissions=submissions, cluster=cluster, context=context
+            ) or {}
+        except TransportError as exc:
+            # Transient: the connection dropped; the transport reconnects next cycle.
+            for attempt in group:
+                context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
+            continue
+        for attempt, submission in zip(group, submissions):
+            status = statuses.get(submission.backend_job_id) or JobStatus(
+                state=LOST, source="runjob-core", reason="the backend did not report this job"
+            )
+            if _observe(context, cluster, attempt, submission, status, views):
+                changed = True
+    finished = set()
+    for job_id in job_ids or []:
+        if job_id not in views:
+            row = store.get_job(job_id)
+            latest = store.latest_attempt(job_id)
+            if latest is None or latest.state not in ACTIVE_STATES:
+                finished.add(job_id)
+            views[job_id] = _view(row.id, row.name, latest, row.outcome)
+    return CycleResult(changed, views, finished)
+
+
+def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | None = None) -> JobView:
+    if attempt is None:
+        return JobView(job_id, name, 0, "NEW", outcome=outcome)
+    return JobView(job_id, name, attempt.n, attempt.state, attempt.reason, attempt.started_at, attempt.ended_at,
+                   attempt.step, attempt.rows_done, outcome=outcome)
+
+
+def _observe(context: RunContext, cluster, attempt: AttemptRow, submission: Submission, status: JobStatus,
+             views: dict[str, JobView]) -> bool:
+    store = context.store
+    changed = False
+    updates: dict = {}
+    if status.state != attempt.state or (status.reason or None) != (attempt.reason or None):
+        updates.update(state=status.state, reason=status.reason)
+        changed = True
+        reason = f" ({status.reason})" if status.reason else ""
+        code = f", exit code {status.exit_code}" if status.exit_code is not None and status.terminal else ""
+        context.event(attempt.job_id, "state", f"attempt {attempt.n}: {status.state}{reason}{code}",
+                      attempt=attempt.n, source=status.source, state=status.state)
+    if status.state == RUNNING and attempt.started_at is None:
+        updates["started_at"] = status.started_at or time.time()
+    if status.terminal:
+        updates["ended_at"] = status.ended_at or time.time()
+        updates["exit_code"] = status.exit_code
+        if attempt.started_at is None and status.started_at:
+            updates["started_at"] = status.started_at
+    transport = context.transport(cluster)
+    progress = _read_progress(transport, submission)
+    if progress:
+        for key in ("step", "rows_done"):
+            if isinstance(progress.get(key), int) and progress[key] != getattr(attempt, key):
+                updates[key] = progress[key]
+                changed = True
+    window = _new_log_text(context, transport, attempt, submission, final=status.terminal)
+    if window:
+        changed = True
+    findings: list[Finding] = []
+    if window or changed or status.terminal:
+        caller = plugins.routed(context.pm, "runjob_check_health", cluster.type)
+        findings = plugins.flatten(caller(submission=submission, status=status, window=window, context=context))
+    if updates:
+        store.update_attempt(attempt.job_id, attempt.n, **updates)
+    view = _view(attempt.job_id, store.get_job(attempt.job_id).name, store.attempt(attempt.job_id, attempt.n))
+    view.total = progress.get("total") if progress else None
+    views[attempt.job_id] = view
+    for finding in findings:
+        where = f" (log line {finding.line})" if finding.line else ""
+        context.event(attempt.job_id, "finding", f"{finding.label}: {finding.message}{where}", attempt=attempt.n,
+                      source=finding.source, label=finding.label, severity=finding.severity, action=finding.action,
+                      line=finding.line, text=finding.text)
+        view.findings.append(finding.label)
+    _apply_actions(context, attempt, submission, status, findings, view)
+    return changed or bool(findings)
+
+
+def _read_progress(transport, submission: Submission) -> dict | None:
+    text = transport.read_text(submission.progress_path)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None  # written atomically by the job; a bad file is someone else's
+    return data if isinstance(data, dict) else None
+
+
+def _new_log_text(context: RunContext, transport, attempt: AttemptRow, submission: Submission, *, final: bool) -> str:
+    store = context.store
+    offset = store.offset(attempt.job_id, attempt.n)
+    data = transport.read_from(submission.log_path, offset, MAX_WINDOW_BYTES)
+    if not data:
+        return ""
+    if not final or len(data) == MAX_WINDOW_BYTES:
+        cut = data.rfind(b"\n")
+        if cut == -1:
+            return ""  # a partial line: wait for the rest
+        data = data[: cut + 1]
+    store.set_offset(attempt.job_id, attempt.n, offset + len(data))
+    return data.decode("utf-8", "replace")
+
+
+def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submission, status: JobStatus,
+                   findings: list[Finding], view: JobView) -> None:
+    store = context.store
+    row = store.get_job(attempt.job_id)
+    stops = [f for f in findings if f.action == "stop" and f.severity == "error"]
+    if stops and status.state in ACTIVE_STATES:
+        first = stops[0]
+        lifecycle.cancel(context, row, reason=f"stopped by health check {first.label}")
+        store.set_job(row.id, outcome=f"stopped: {first.label}: {first.message}")
+        view.outcome = f"stopped: {first.label}"
+        return
+    if stops:
+        store.set_job(row.id, outcome=f"failed: {stops[0].label}: {stops[0].message}")
+    if not status.terminal:
+        return
+    if status.state == COMPLETED:
+        store.set_job(row.id, outcome="completed")
+        return
+    if status.state in RESUMABLE_STATES and not stops:
+        _maybe_resume(context, row, attempt, status, view)
+
+
+def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStatus, view: JobView) -> None:
+    job = row.spec
+    policy = job.resume
+    attempts = context.store.attempts(row.id)
+    if not policy.auto:
+        context.event(row.id, "resume_skipped", f"{status.state}: automatic resume is off (resume.auto: false); run: runjob resume {row.id}",
+                      attempt=attempt.n)
+        return
+    budget_key = RESUMABLE_STATES[status.state]
+    used = sum(1 for a in attempts if a.state in {k for k, v in RESUMABLE_STATES.items() if v == budget_key})
+    if len(attempts) >= policy.max_attempts or used > getattr(policy, budget_key):
+        message = f"{status.state}: not resuming, the budget is spent ({len(attempts)} attempts; resume.{budget_key}={getattr(policy, budget_key)})"
+        context.store.set_job(row.id, outcome=message)
+        context.event(row.id, "resume_refused", message, attempt=attempt.n)
+        return
+    latest = context.store.attempt(row.id, attempt.n)
+    if not _progressed(attempts, latest):
+        message = (f"{status.state}: not resuming, no progress in attempt {attempt.n} nor the one before "
+                   "(step and rows_done unchanged); fix the job so it checkpoints or writes results")
+        context.store.set_job(row.id, outcome=message)
+        context.event(row.id, "resume_refused", message, attempt=attempt.n)
+        return
+    plan = plugins.routed(context.pm, "runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
+    if plan is None:
+        context.event(row.id, "resume_refused", f"{status.state}: the backend cannot resume this job", attempt=attempt.n)
+        return
+    at = f" at step {latest.step}" if latest.step is not None else (f" after {latest.rows_done} rows" if latest.rows_done else "")
+    what = {TIMEOUT: "timed out", PREEMPTED: "was preempted", NODE_FAIL: "lost its node"}[status.state]
+    source = f"checkpoint {plan.checkpoint}" if plan.checkpoint else "its results so far"
+    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
+    try:
+        lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env))
+    except RunjobError as exc:
+        context.event(row.id, "resume_failed", f"resubmission failed: {exc}", attempt=attempt.n)
+        return
+    view.state = "RESUBMITTED"
+
+
+def _progressed(attempts: list[AttemptRow], latest: AttemptRow) -> bool:
+    """False once two attempts in a row made no progress (step and rows_done unchanged).
+
+    One attempt without progress may be bad luck (preempted right after starting); two
+    in a row is a loop that would never end.
+    """
+    best, streak = (0, 0), 0
+    for attempt in [a for a in attempts if a.n < latest.n] + [latest]:
+        mark = (attempt.step or 0, attempt.rows_done or 0)
+        if mark > best:
+            best, streak = mark, 0
+        else:
+            streak += 1
+    return streak < 2
+
+
+def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_interval: float = 0.5,
+          max_interval: float = 30.0, on_cycle: Callable[[CycleResult], None] | None = None) -> CycleResult:
+    """Cycle until every job in *job_ids* has ended (resumes included); back off while idle."""
+    interval = min_interval
+    while True:
+        result = cycle(context, job_ids)
+        if on_cycle is not None:
+            on_cycle(result)
+        if once or (job_ids and result.finished >= set(job_ids)):
+            return result
+        if not job_ids and not context.store.active_attempts():
+            return result
+        interval = min_interval if result.changed else min(max_interval, interval * 1.5)
+        time.sleep(interval)

@@ -1,0 +1,153 @@
+"""The plugin manager: made per use (never a module global), loaded from entry points.
+
+Plugins are found in the ``runjob`` entry-point group; the entry-point name is the
+plugin's name and, for a backend, the ``type:`` that clusters.yaml refers to. A plugin
+that fails to import, implements a misspelled hook, or claims a name that is taken is
+recorded in :class:`PluginInfo` (``runjob plugins`` shows it) and left out, so one broken
+plugin never breaks runjob. ``RUNJOB_STRICT_PLUGINS=1`` turns those into errors, for
+plugin authors; ``RUNJOB_DISABLE_PLUGINS=a,b`` blocks plugins by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pluggy
+
+from runjob_core import hookspecs
+from runjob_core.config import BACKEND_TYPES_HINT
+from runjob_core.errors import UnknownBackendError
+
+log = logging.getLogger(__name__)
+
+GROUP = "runjob"
+#: The core's own implementations; registered first so that they are called last.
+DEFAULT_PLUGINS = ("runjob_core.defaults",)
+#: A plugin that implements this hook is a backend.
+BACKEND_HOOK = "runjob_submit"
+
+
+@attrs.frozen
+class PluginInfo:
+    name: str
+    dist: str | None
+    version: str | None
+    hooks: tuple[str, ...] = ()
+    is_backend: bool = False
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+def _strict() -> bool:
+    return os.environ.get("RUNJOB_STRICT_PLUGINS", "") not in ("", "0")
+
+
+def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginManager, list[PluginInfo]]:
+    """Return a new plugin manager and what happened to each plugin while loading it."""
+    pm = pluggy.PluginManager("runjob")
+    pm.add_hookspecs(hookspecs)
+    errors: list[PluginInfo] = []
+    for modname in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(modname), name=modname)
+    for name in filter(None, (n.strip() for n in os.environ.get("RUNJOB_DISABLE_PLUGINS", "").split(","))):
+        pm.set_blocked(name)
+    dists: dict[str, tuple[str | None, str | None]] = {}
+    if load_entrypoints:
+        errors += _load_entrypoints(pm, dists)
+    errors += _drop_invalid(pm, dists)
+    return pm, describe(pm, dists) + errors
+
+
+def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:
+    errors: list[PluginInfo] = []
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        dist = ep.dist.name if ep.dist else None
+        version = ep.dist.version if ep.dist else None
+        if pm.is_blocked(ep.name):
+            continue
+        if pm.has_plugin(ep.name):
+            # pluggy would skip the second one silently; say who clashed instead.
+            owner = dists.get(ep.name, (None, None))[0]
+            message = f"plugin name {ep.name!r} from {dist} is already provided by {owner}; {dist} was not loaded"
+            errors.append(PluginInfo(ep.name, dist, version, error=message))
+            continue
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+        except Exception as exc:  # one broken plugin must not stop runjob; it is reported, not hidden
+            if _strict():
+                raise
+            log.warning("could not load runjob plugin %r from %s: %s", ep.name, dist, exc)
+            errors.append(PluginInfo(ep.name, dist, version, error=f"failed to load: {type(exc).__name__}: {exc}"))
+            continue
+        dists[ep.name] = (dist, version)
+    return errors
+
+
+def _drop_invalid(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:
+    """Unregister plugins that implement hooks runjob does not know (a typo fails loudly)."""
+    dropped: list[PluginInfo] = []
+    while True:
+        try:
+            pm.check_pending()
+            return dropped
+        except pluggy.PluginValidationError as exc:
+            if _strict():
+                raise
+            name = pm.get_name(exc.plugin) or repr(exc.plugin)
+            pm.unregister(exc.plugin)
+            dist, version = dists.pop(name, (None, None))
+            dropped.append(PluginInfo(name, dist, version, error=f"invalid: {exc}"))
+
+
+def describe(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]] | None = None) -> list[PluginInfo]:
+    infos = []
+    for name, plugin in sorted(pm.list_name_plugin()):
+        if plugin is None:
+            continue
+        hooks = tuple(sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()))
+        dist, version = (dists or {}).get(name, (None, None))
+        infos.append(PluginInfo(name, dist, version, hooks, is_backend=BACKEND_HOOK in hooks))
+    return infos
+
+
+def backend_names(pm: pluggy.PluginManager) -> list[str]:
+    return sorted(
+        pm.get_name(impl.plugin)
+        for impl in pm.hook.runjob_submit.get_hookimpls()
+        if pm.get_name(impl.plugin) not in DEFAULT_PLUGINS
+    )
+
+
+def require_backend(pm: pluggy.PluginManager, backend: str, *, cluster: str | None = None) -> None:
+    names = backend_names(pm)
+    if backend in names:
+        return
+    package = BACKEND_TYPES_HINT.get(backend, f"runjob-{backend}")
+    where = f" (cluster {cluster!r})" if cluster else ""
+    installed = ", ".join(names) or "none"
+    message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install {package}"
+    raise UnknownBackendError(message)
+
+
+def routed(pm: pluggy.PluginManager, hook_name: str, backend: str) -> Any:
+    """The hook caller for *hook_name* with every backend except *backend* removed."""
+    others = [
+        pm.get_plugin(name)
+        for name in backend_names(pm)
+        if name != backend
+    ]
+    return pm.subset_hook_caller(hook_name, remove_plugins=[p for p in others if p is not None])
+
+
+def flatten(results: Iterable[Iterable[Any] | None]) -> list[Any]:
+    """Flatten the answers of a 1:N hook whose implementations return iterables."""
+    return [item for answer in results if answer is not None for item in answer]

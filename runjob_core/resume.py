@@ -1,0 +1,40 @@
+"""Manual resume (``runjob resume``): plan from the newest complete checkpoint, resubmit."""
+
+from __future__ import annotations
+
+from runjob_core import lifecycle, plugins
+from runjob_core.errors import RunjobError
+from runjob_core.models import ACTIVE_STATES, COMPLETED, JobStatus, ResumePlan, Submission
+
+#: A job that ran longer than this without any checkpoint has lost real work.
+LONG_RUN_SECONDS = 30 * 60
+
+
+def plan(context, row) -> tuple[ResumePlan, object]:
+    latest = context.store.latest_attempt(row.id)
+    if latest is None or latest.submission is None:
+        raise RunjobError(f"job {row.id} was never submitted; use runjob submit")
+    if latest.state in ACTIVE_STATES:
+        raise RunjobError(f"job {row.id} is still {latest.state} (attempt {latest.n}); cancel it first or let it end")
+    if latest.state == COMPLETED:
+        raise RunjobError(f"job {row.id} completed; there is nothing to resume")
+    status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
+    result = plugins.routed(context.pm, "runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
+    if result is None:
+        raise RunjobError(f"backend {row.backend!r} cannot resume job {row.id}")
+    return result, latest
+
+
+def warnings(row, latest, plan: ResumePlan) -> list[str]:
+    out = []
+    ran = (latest.ended_at or 0) - (latest.started_at or latest.ended_at or 0)
+    if plan.checkpoint is None and ran > LONG_RUN_SECONDS and not latest.rows_done:
+        out.append(
+            f"attempt {latest.n} ran {int(ran // 60)} minutes and left no complete checkpoint and no results: that work is lost. "
+            "Make the script checkpoint (runjob_core.job.checkpoint_saved) before resubmitting"
+        )
+    return out
+
+
+def resubmit(context, row, plan: ResumePlan) -> Submission:
+    return lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env))

@@ -1,0 +1,175 @@
+"""Where a job's files live on its cluster, and putting them there before submitting.
+
+Layout on the cluster (``<scratch>`` is the cluster's ``scratch_path``; for the local
+cluster ``.runjob/scratch``)::
+
+    <scratch>/jobs/<name>/work/         the synced workdir (remote clusters; cwd of the job)
+    <scratch>/jobs/<name>/<runjob id>/  run.sh, params.json, progress.json, lib/, results/, checkpoints/
+    <scratch>/logs/<name>.<runjob id>.<attempt>.out
+    <scratch>/cache/                    HF, torch, vLLM, pip caches
+
+Each runjob job gets its own folder, so a fresh run never inherits old results, while
+the attempts of one job share it, so a resumed attempt continues the same results.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.resources
+import json
+import os
+from pathlib import Path
+
+import attrs
+
+from runjob_core.errors import RunjobError
+from runjob_core.models import ClusterConfig, JobSpec, Rendered
+from runjob_core.transport import LocalTransport, Transport
+
+#: Refuse to upload a workdir larger than this without being told (data belongs elsewhere).
+MAX_SYNC_BYTES = 512 << 20
+_ALWAYS_IGNORED = (".git", "__pycache__", "*.pyc", ".runjob", ".venv", "venv", "results", ".ipynb_checkpoints")
+
+
+@attrs.frozen
+class Layout:
+    scratch: str
+    job_dir: str
+    workdir: str
+    sync_from: str | None
+    results_dir: str
+    checkpoint_dir: str
+    progress_path: str
+    params_path: str
+    log_path: str
+    lib_dir: str
+    cache_dir: str
+
+
+def _join(*parts: str) -> str:
+    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:]])
+
+
+def _under(base: str, path: str) -> str:
+    return path if path.startswith("/") else _join(base, path)
+
+
+def layout_for(
+    job: JobSpec, cluster: ClusterConfig, job_id: str, attempt: int, transport: Transport, state_dir: Path
+) -> Layout:
+    is_local = isinstance(transport, LocalTransport)
+    if cluster.scratch_path:
+        scratch = transport.expand(cluster.scratch_path)
+    elif is_local:
+        scratch = str((state_dir / "scratch").absolute())
+    else:
+        scratch = transport.expand("~/runjob")
+    job_dir = _join(scratch, "jobs", job.name, job_id)
+    local_workdir = Path(job.base_dir, job.workdir).resolve() if job.workdir else Path(job.base_dir).resolve()
+    if is_local:
+        workdir, sync_from = str(local_workdir), None
+    elif job.workdir:
+        workdir, sync_from = _join(scratch, "jobs", job.name, "work"), str(local_workdir)
+    else:
+        workdir, sync_from = job_dir, None
+    return Layout(
+        scratch=scratch,
+        job_dir=job_dir,
+        workdir=workdir,
+        sync_from=sync_from,
+        results_dir=_under(job_dir, job.data.output),
+        checkpoint_dir=_under(job_dir, job.checkpoint.dir),
+        progress_path=_join(job_dir, "progress.json"),
+        params_path=_join(job_dir, "params.json"),
+        log_path=_join(scratch, "logs", f"{job.name}.{job_id}.{attempt}.out"),
+        lib_dir=_join(job_dir, "lib"),
+        cache_dir=_join(scratch, "cache"),
+    )
+
+
+def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered) -> None:
+    """Create the job's folders and put the script, params and job-side library in place."""
+    for folder in (layout.job_dir, _join(layout.lib_dir, "runjob_core"), layout.log_path.rsplit("/", 1)[0]):
+        transport.makedirs(folder)
+    transport.put_text(_join(layout.job_dir, rendered.script_name), rendered.script, mode=0o755)
+    transport.put_text(layout.params_path, json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n")
+    for name, text in rendered.files.items():
+        transport.put_text(_join(layout.job_dir, name), text)
+    # The job imports runjob_core.job; ship it with an empty package __init__ so that the
+    # import works on a node without runjob (and without pluggy, attrs, ...).
+    package = importlib.resources.files("runjob_core")
+    transport.put_text(_join(layout.lib_dir, "runjob_core", "__init__.py"), '"""runjob job-side helpers."""\n')
+    transport.put_text(_join(layout.lib_dir, "runjob_core", "job.py"), (package / "job.py").read_text())
+    if layout.sync_from:
+        sync_workdir(transport, Path(layout.sync_from), layout.workdir)
+
+
+def _ignore_patterns(root: Path) -> list[str]:
+    patterns = list(_ALWAYS_IGNORED)
+    gitignore = root / ".gitignore"
+    if gitignore.is_file():
+        for line in gitignore.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and not line.startswith("!"):
+                patterns.append(line.rstrip("/").lstrip("/"))
+    return patterns
+
+
+def _ignored(relpath: str, patterns: list[str]) -> bool:
+    parts = relpath.split("/")
+    for pattern in patterns:
+        if "/" in pattern:
+            if fnmatch.fnmatch(relpath, pattern) or relpath.startswith(pattern + "/"):
+                return True
+        elif any(fnmatch.fnmatch(part, pattern) for part in parts):
+            return True
+    return False
+
+
+def local_files(root: Path) -> dict[str, tuple[int, float]]:
+    """Files of a local workdir to upload: relative path -> (size, mtime), .gitignore honoured."""
+    patterns = _ignore_patterns(root)
+    files: dict[str, tuple[int, float]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        dirnames[:] = [d for d in dirnames if not _ignored(d if rel_dir == "." else f"{rel_dir}/{d}", patterns)]
+        for name in filenames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if _ignored(rel, patterns):
+                continue
+            st = (Path(dirpath) / name).stat()
+            files[rel] = (st.st_size, st.st_mtime)
+    return files
+
+
+def sync_workdir(transport: Transport, source: Path, dest: str) -> list[str]:
+    """Upload only the files whose size or age differ from the remote copy."""
+    if not source.is_dir():
+        message = f"workdir {source} does not exist; fix 'workdir:' in the job file"
+        raise RunjobError(message)
+    local = local_files(source)
+    total = sum(size for size, _ in local.values())
+    if total > MAX_SYNC_BYTES:
+        biggest = sorted(local.items(), key=lambda item: -item[1][0])[:3]
+        names = ", ".join(f"{name} ({size >> 20} MiB)" for name, (size, _) in biggest)
+        message = (
+            f"workdir {source} holds {total >> 20} MiB to upload (limit {MAX_SYNC_BYTES >> 20} MiB): {names}; "
+            "add data and checkpoints to .gitignore and read them from scratch"
+        )
+        raise RunjobError(message)
+    transport.makedirs(dest)
+    remote = {info.path: info for info in transport.listdir_recursive(dest)}
+    changed = []
+    made_dirs = {dest}
+    for rel, (size, mtime) in sorted(local.items()):
+        have = remote.get(rel)
+        if have is not None and have.size == size and have.mtime >= int(mtime):
+            continue
+        target = _join(dest, rel)
+        folder = target.rsplit("/", 1)[0]
+        if folder not in made_dirs:
+            transport.makedirs(folder)
+            made_dirs.add(folder)
+        transport.put_file(source / rel, target)
+        changed.append(rel)
+    return changed

@@ -1,0 +1,405 @@
+"""The state store: jobs, attempts, the activity log, log offsets and artifacts.
+
+SQLite in WAL mode at ``.runjob/state.db`` of the working directory (``$RUNJOB_HOME``
+overrides the folder). The store is runjob's memory: a monitor killed at any moment and
+started again carries on from here, and an attempt recorded as ``SUBMITTING`` is
+reattached by its tag instead of being submitted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runjob_core.errors import JobNotFoundError
+from runjob_core.redact import redact
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs(
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    cluster TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    spec_path TEXT,
+    kind TEXT NOT NULL DEFAULT 'full',
+    canary_of TEXT,
+    created_at REAL NOT NULL,
+    state TEXT NOT NULL,
+    outcome TEXT,
+    script TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_name ON jobs(name, created_at);
+CREATE TABLE IF NOT EXISTS attempts(
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    n INTEGER NOT NULL,
+    tag TEXT NOT NULL UNIQUE,
+    state TEXT NOT NULL,
+    backend_job_id TEXT,
+    submission_json TEXT,
+    submitted_at REAL,
+    started_at REAL,
+    ended_at REAL,
+    exit_code INTEGER,
+    reason TEXT,
+    resumed_from TEXT,
+    step INTEGER,
+    rows_done INTEGER,
+    PRIMARY KEY(job_id, n)
+);
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT,
+    attempt INTEGER,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message TEXT NOT NULL,
+    data_json TEXT
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id, id);
+CREATE TABLE IF NOT EXISTS log_offsets(
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    stream TEXT NOT NULL,
+    offset INTEGER NOT NULL,
+    PRIMARY KEY(job_id, attempt, stream)
+);
+CREATE TABLE IF NOT EXISTS artifacts(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    attempt INTEGER,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    location TEXT NOT NULL,
+    source TEXT NOT NULL,
+    rows INTEGER,
+    data_json TEXT,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def state_dir(cwd: Path | None = None) -> Path:
+    """The folder holding state.db: $RUNJOB_HOME, else ./.runjob."""
+    override = os.environ.get("RUNJOB_HOME")
+    return Path(override) if override else (cwd or Path.cwd()) / ".runjob"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    name: str
+    cluster: str
+    backend: str
+    spec_json: str
+    spec_hash: str
+    spec_path: str | None
+    kind: str
+    canary_of: str | None
+    created_at: float
+    state: str
+    outcome: str | None
+    script: str | None
+
+    @property
+    def spec(self):
+        from runjob_core.config import job_from_json
+
+        return job_from_json(self.spec_json)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    job_id: str
+    n: int
+    tag: str
+    state: str
+    backend_job_id: str | None
+    submission_json: str | None
+    submitted_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    reason: str | None
+    resumed_from: str | None
+    step: int | None
+    rows_done: int | None
+
+    @property
+    def submission(self):
+        from runjob_core.config import record_from_json
+        from runjob_core.models import Submission
+
+        return record_from_json(self.submission_json, Submission) if self.submission_json else None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    job_id: str | None
+    attempt: int | None
+    ts: float
+    kind: str
+    source: str
+    message: str
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "job_id": self.job_id, "attempt": self.attempt, "ts": self.ts,
+            "kind": self.kind, "source": self.source, "message": self.message, "data": self.data,
+        }
+
+
+@dataclass(frozen=True)
+class ArtifactRow:
+    id: int
+    job_id: str
+    attempt: int | None
+    name: str
+    kind: str
+    location: str
+    source: str
+    rows: int | None
+    data: dict[str, Any]
+    created_at: float
+
+
+def new_job_id() -> str:
+    # Sortable by time, unique without coordination: rj-<seconds base36><4 random hex>.
+    return "rj-" + _base36(int(time.time())) + secrets.token_hex(2)
+
+
+def _base36(number: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while number:
+        number, rest = divmod(number, 36)
+        out = digits[rest] + out
+    return out or "0"
+
+
+class Store:
+    """One SQLite database; cheap to open, safe to share between processes (WAL)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def open_default(cls) -> Store:
+        return cls(state_dir() / "state.db")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ------------------------------------------------------------------ jobs
+
+    def create_job(
+        self, *, name: str, cluster: str, backend: str, spec_json: str, spec_hash: str,
+        spec_path: str | None, kind: str = "full", canary_of: str | None = None,
+    ) -> str:
+        job_id = new_job_id()
+        self._db.execute(
+            "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, canary_of, created_at, state)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (job_id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, canary_of, time.time(), "NEW"),
+        )
+        return job_id
+
+    def get_job(self, job_id: str) -> JobRow:
+        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFoundError(f"no job with id {job_id!r} in {self.path}")
+        return JobRow(**dict(row))
+
+    def find_job(self, ref: str) -> JobRow:
+        """A job by its runjob id, or the latest job with that name."""
+        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (ref,)).fetchone()
+        if row is None:
+            row = self._db.execute(
+                "SELECT * FROM jobs WHERE name = ? AND kind = 'full' ORDER BY created_at DESC, rowid DESC LIMIT 1", (ref,)
+            ).fetchone()
+        if row is None:
+            row = self._db.execute(
+                "SELECT * FROM jobs WHERE name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1", (ref,)
+            ).fetchone()
+        if row is None:
+            names = [r[0] for r in self._db.execute("SELECT DISTINCT name FROM jobs ORDER BY created_at DESC LIMIT 8")]
+            known = f"; recent jobs: {', '.join(names)}" if names else "; no jobs recorded yet (runjob submit JOB.yaml)"
+            raise JobNotFoundError(f"no job with id or name {ref!r} in {self.path}{known}")
+        return JobRow(**dict(row))
+
+    def latest_canary(self, name: str) -> JobRow | None:
+        row = self._db.execute(
+            "SELECT * FROM jobs WHERE name = ? AND kind = 'canary' ORDER BY created_at DESC, rowid DESC LIMIT 1", (name,)
+        ).fetchone()
+        return JobRow(**dict(row)) if row else None
+
+    def list_jobs(self, *, limit: int = 50) -> list[JobRow]:
+        rows = self._db.execute("SELECT * FROM jobs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
+        return [JobRow(**dict(r)) for r in rows]
+
+    def set_job(self, job_id: str, **fields: Any) -> None:
+        allowed = {"state", "outcome", "script"}
+        assert set(fields) <= allowed, fields
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        self._db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*fields.values(), job_id))
+
+    # ------------------------------------------------------------------ attempts
+
+    def begin_attempt(self, job_id: str, *, resumed_from: str | None = None) -> AttemptRow:
+        """Record a new attempt as SUBMITTING with its tag, before anything is submitted."""
+        with self._transaction():
+            n = self._db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]
+            tag = f"runjob:{job_id}:{n}"
+            self._db.execute(
+                "INSERT INTO attempts(job_id, n, tag, state, resumed_from) VALUES (?,?,?,?,?)",
+                (job_id, n, tag, "SUBMITTING", resumed_from),
+            )
+            self._db.execute("UPDATE jobs SET state = 'SUBMITTING' WHERE id = ?", (job_id,))
+        return self.attempt(job_id, n)
+
+    def record_submission(self, job_id: str, n: int, submission_json: str, backend_job_id: str, submitted_at: float) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE attempts SET state = 'PENDING', backend_job_id = ?, submission_json = ?, submitted_at = ?"
+                " WHERE job_id = ? AND n = ?",
+                (backend_job_id, submission_json, submitted_at, job_id, n),
+            )
+            self._db.execute("UPDATE jobs SET state = 'PENDING' WHERE id = ?", (job_id,))
+
+    def update_attempt(self, job_id: str, n: int, **fields: Any) -> None:
+        allowed = {"state", "started_at", "ended_at", "exit_code", "reason", "step", "rows_done", "resumed_from"}
+        assert set(fields) <= allowed, fields
+        if not fields:
+            return
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        with self._transaction():
+            self._db.execute(f"UPDATE attempts SET {assignments} WHERE job_id = ? AND n = ?", (*fields.values(), job_id, n))
+            if "state" in fields:
+                latest = self._db.execute("SELECT MAX(n) FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]
+                if latest == n:
+                    self._db.execute("UPDATE jobs SET state = ? WHERE id = ?", (fields["state"], job_id))
+
+    def delete_attempt(self, job_id: str, n: int) -> None:
+        """Forget an attempt that was never submitted (the backend refused it)."""
+        self._db.execute("DELETE FROM attempts WHERE job_id = ? AND n = ? AND backend_job_id IS NULL", (job_id, n))
+
+    def attempt(self, job_id: str, n: int) -> AttemptRow:
+        row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
+        return AttemptRow(**dict(row))
+
+    def attempts(self, job_id: str) -> list[AttemptRow]:
+        rows = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n", (job_id,))
+        return [AttemptRow(**dict(r)) for r in rows]
+
+    def latest_attempt(self, job_id: str) -> AttemptRow | None:
+        row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n DESC LIMIT 1", (job_id,)).fetchone()
+        return AttemptRow(**dict(row)) if row else None
+
+    def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
+        active = "('SUBMITTING','PENDING','RUNNING','REQUEUED')"
+        if job_ids:
+            marks = ",".join("?" * len(job_ids))
+            rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id IN ({marks})", job_ids)
+        else:
+            rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active}")
+        return [AttemptRow(**dict(r)) for r in rows]
+
+    # ------------------------------------------------------------------ events
+
+    def add_event(
+        self, job_id: str | None, kind: str, message: str, *, source: str = "runjob",
+        attempt: int | None = None, data: dict[str, Any] | None = None,
+    ) -> EventRow:
+        message = redact(message)
+        data_json = redact(json.dumps(data, default=str)) if data else None
+        ts = time.time()
+        cursor = self._db.execute(
+            "INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json) VALUES (?,?,?,?,?,?,?)",
+            (job_id, attempt, ts, kind, source, message, data_json),
+        )
+        return EventRow(cursor.lastrowid, job_id, attempt, ts, kind, source, message, json.loads(data_json) if data_json else {})
+
+    def events(self, job_id: str | None = None, *, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[EventRow]:
+        query = "SELECT * FROM events WHERE id > ?"
+        params: list[Any] = [after_id]
+        if job_id is not None:
+            query += " AND job_id = ?"
+            params.append(job_id)
+        if kinds:
+            query += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+        rows = self._db.execute(query + " ORDER BY id", params)
+        return [
+            EventRow(r["id"], r["job_id"], r["attempt"], r["ts"], r["kind"], r["source"], r["message"],
+                     json.loads(r["data_json"]) if r["data_json"] else {})
+            for r in rows
+        ]
+
+    # ------------------------------------------------------------------ log offsets
+
+    def offset(self, job_id: str, attempt: int, stream: str = "log") -> int:
+        row = self._db.execute(
+            "SELECT offset FROM log_offsets WHERE job_id = ? AND attempt = ? AND stream = ?", (job_id, attempt, stream)
+        ).fetchone()
+        return row[0] if row else 0
+
+    def set_offset(self, job_id: str, attempt: int, offset: int, stream: str = "log") -> None:
+        self._db.execute(
+            "INSERT INTO log_offsets(job_id, attempt, stream, offset) VALUES (?,?,?,?)"
+            " ON CONFLICT(job_id, attempt, stream) DO UPDATE SET offset = excluded.offset",
+            (job_id, attempt, stream, offset),
+        )
+
+    # ------------------------------------------------------------------ artifacts
+
+    def add_artifact(
+        self, job_id: str, *, attempt: int | None, name: str, kind: str, location: str, source: str,
+        rows: int | None = None, data: dict[str, Any] | None = None,
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO artifacts(job_id, attempt, name, kind, location, source, rows, data_json, created_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            (job_id, attempt, name, kind, redact(location), source, rows,
+             redact(json.dumps(data, default=str)) if data else None, time.time()),
+        )
+
+    def artifacts(self, job_id: str) -> list[ArtifactRow]:
+        rows = self._db.execute("SELECT * FROM artifacts WHERE job_id = ? ORDER BY id", (job_id,))
+        return [
+            ArtifactRow(r["id"], r["job_id"], r["attempt"], r["name"], r["kind"], r["location"], r["source"], r["rows"],
+                        json.loads(r["data_json"]) if r["data_json"] else {}, r["created_at"])
+            for r in rows
+        ]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+

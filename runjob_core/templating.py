@@ -1,0 +1,73 @@
+"""The Jinja2 environment job scripts are rendered with.
+
+Search order: the user's ``.runjob/templates/``, then each plugin package's
+``templates/`` folder, then the core's. ``StrictUndefined`` turns a missing variable into
+an error instead of an empty ``#SBATCH`` line, and the ``sh`` filter shell-quotes a
+value: every value that lands in a shell line passes through it.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import shlex
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from runjob_core.errors import ConfigError
+
+
+def shell_quote(value: Any) -> str:
+    if value is None:
+        return "''"
+    if isinstance(value, bool):
+        value = "1" if value else "0"
+    return shlex.quote(str(value))
+
+
+def _plugin_template_dirs(plugins: list[Any]) -> list[str]:
+    dirs = []
+    for plugin in plugins:
+        package = getattr(plugin, "__package__", None) or getattr(plugin, "__name__", None)
+        if not package or package.startswith("runjob_core"):
+            continue
+        try:
+            folder = importlib.resources.files(package) / "templates"
+        except (ModuleNotFoundError, TypeError):
+            continue
+        if folder.is_dir():
+            dirs.append(str(folder))
+    return dirs
+
+
+def make_environment(*, user_dir: Path | None = None, plugins: list[Any] = ()) -> jinja2.Environment:
+    search = []
+    if user_dir is not None and user_dir.is_dir():
+        search.append(str(user_dir))
+    search += _plugin_template_dirs(list(plugins))
+    search.append(str(importlib.resources.files("runjob_core") / "templates"))
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(search),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["sh"] = shell_quote
+    return env
+
+
+def render(env: jinja2.Environment, name: str, variables: dict[str, Any], *, job_source: str) -> str:
+    try:
+        return env.get_template(name).render(**variables)
+    except jinja2.TemplateNotFound as exc:
+        raise ConfigError(job_source, [f"template {exc.name!r} not found (searched: {', '.join(env.loader.searchpath)})"]) from None
+    except jinja2.UndefinedError as exc:
+        raise ConfigError(
+            job_source,
+            [f"template {name!r} needs a value that is not set: {exc.message}; set it in {job_source} or fix the template"],
+        ) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise ConfigError(job_source, [f"template syntax error in {exc.filename or exc.name} line {exc.lineno}: {exc.message}"]) from None
