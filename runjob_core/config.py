@@ -132,7 +132,7 @@ def structure(raw: Any, cls: type[T], *, source: str, path: str = "$") -> T:
         problems = []
         for line in cattrs.transform_error(exc, path=path, format_exception=_format_exception):
             message, _, where = line.rpartition(" @ ")
-            problems.append(f"{message} at {where} in {source}{_hint(message, where, cls)}" if where else line)
+            problems.append(f"{message} at {where} in {source}{_hint(message, '$' + where[len(path):], cls)}" if where else line)
         raise ConfigError(source, problems) from None
 
 

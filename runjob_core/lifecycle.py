@@ -16,7 +16,7 @@ import attrs
 
 from runjob_core import config, plugins, staging, templating
 from runjob_core.context import CurrentAttempt, RunContext
-from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError
+from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import ACTIVE_STATES, ClusterConfig, Estimate, JobSpec, JobStatus, Rendered, Submission
 from runjob_core.store import JobRow, Store, state_dir
 
@@ -214,10 +214,16 @@ def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, 
         submission = plugins.routed(context.pm, "runjob_submit", cluster.type)(
             job=job, rendered=rendered, cluster=cluster, context=context
         )
+    except TransportError as exc:
+        # The job may or may not have reached the scheduler: keep the attempt in
+        # SUBMITTING so that running the command again finds it by its tag.
+        context.event(row.id, "submit_uncertain", f"connection lost while submitting ({exc}); run the same command "
+                      "again: it finds the job by its tag or submits it", attempt=n)
+        raise
     except RunjobError as exc:
         store.delete_attempt(row.id, n)
-        state = "REJECTED" if n == 1 else store.latest_attempt(row.id).state
-        store.set_job(row.id, state=state, outcome=f"submission failed: {exc}")
+        latest = store.latest_attempt(row.id)
+        store.set_job(row.id, state=latest.state if latest else "REJECTED", outcome=f"submission failed: {exc}")
         kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
         context.event(row.id, kind, str(exc), attempt=n)
         raise

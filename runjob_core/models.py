@@ -91,6 +91,8 @@ class DataSpec:
 class CheckpointSpec:
     dir: str = "checkpoints"
     every: str | None = None
+    #: Seconds before the time limit at which SLURM sends USR1 (training template).
+    signal_margin: int = 300
 
 
 @frozen

@@ -18,7 +18,7 @@ from runjob_core import lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import (
-    ACTIVE_STATES, COMPLETED, LOST, NODE_FAIL, PREEMPTED, RUNNING, TIMEOUT, Finding, JobStatus, Submission,
+    ACTIVE_STATES, COMPLETED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
 )
 from runjob_core.store import AttemptRow
 
@@ -120,13 +120,16 @@ def _observe(context: RunContext, cluster, attempt: AttemptRow, submission: Subm
         if attempt.started_at is None and status.started_at:
             updates["started_at"] = status.started_at
     transport = context.transport(cluster)
-    progress = _read_progress(transport, submission)
+    # A job still waiting in the queue has no log or progress yet: reading them would
+    # cost two remote reads per queued job per cycle for nothing.
+    waiting = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
+    progress = None if waiting else _read_progress(transport, submission)
     if progress:
         for key in ("step", "rows_done"):
             if isinstance(progress.get(key), int) and progress[key] != getattr(attempt, key):
                 updates[key] = progress[key]
                 changed = True
-    window = _new_log_text(context, transport, attempt, submission, final=status.terminal)
+    window = "" if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
     findings: list[Finding] = []

@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last.
 DEFAULT_PLUGINS = ("runjob_core.defaults",)
-#: A plugin that implements this hook is a backend.
-BACKEND_HOOK = "runjob_submit"
 
 
 @attrs.frozen
@@ -68,7 +66,7 @@ def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginM
 
 def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:
     errors: list[PluginInfo] = []
-    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+    for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=_load_order):
         dist = ep.dist.name if ep.dist else None
         version = ep.dist.version if ep.dist else None
         if pm.is_blocked(ep.name):
@@ -90,6 +88,13 @@ def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | Non
             continue
         dists[ep.name] = (dist, version)
     return errors
+
+
+def _load_order(ep: importlib.metadata.EntryPoint) -> tuple[str, int, str]:
+    # When two distributions claim one name, the one named runjob-<name> keeps it, so a
+    # third-party package can never silently take over a built-in backend.
+    dist = ep.dist.name if ep.dist else ""
+    return ep.name, 0 if dist == f"runjob-{ep.name}" else 1, dist
 
 
 def _drop_invalid(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:
@@ -115,15 +120,16 @@ def describe(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | 
             continue
         hooks = tuple(sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()))
         dist, version = (dists or {}).get(name, (None, None))
-        infos.append(PluginInfo(name, dist, version, hooks, is_backend=BACKEND_HOOK in hooks))
+        infos.append(PluginInfo(name, dist, version, hooks, is_backend=name in backend_names(pm)))
     return infos
 
 
 def backend_names(pm: pluggy.PluginManager) -> list[str]:
+    # A wrapper around runjob_submit (auditing, counting) does not make a plugin a backend.
     return sorted(
         pm.get_name(impl.plugin)
         for impl in pm.hook.runjob_submit.get_hookimpls()
-        if pm.get_name(impl.plugin) not in DEFAULT_PLUGINS
+        if pm.get_name(impl.plugin) not in DEFAULT_PLUGINS and not (impl.wrapper or impl.hookwrapper)
     )
 
 

@@ -33,8 +33,10 @@ class Transport(ABC):
     label = "transport"
 
     @abstractmethod
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None) -> execute.Completed:
-        ...
+    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None,
+            idempotent: bool = True) -> execute.Completed:
+        """Run *argv* where the job runs. ``idempotent=False`` (sbatch) forbids a silent
+        retry after a dropped connection: the caller finds the job by its tag instead."""
 
     @abstractmethod
     def home(self) -> str:
@@ -93,7 +95,8 @@ class Transport(ABC):
 class LocalTransport(Transport):
     label = "local"
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None) -> execute.Completed:
+    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None,
+            idempotent: bool = True) -> execute.Completed:
         return execute.run(argv, input=input, timeout=timeout)
 
     def home(self) -> str:

@@ -131,6 +131,29 @@ def cancel(submissions) -> list[str]:
     return done
 
 
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group *pgid* is alive (zombies do not count: a job started
+    by this very process stays a zombie until reaped, and kill(0) would still succeed)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return  # not our child: its own parent (init) reaps it
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGTERM)
@@ -138,15 +161,15 @@ def _kill_group(pgid: int) -> None:
         return
     deadline = time.monotonic() + KILL_GRACE
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        _reap(pgid)
+        if not _group_alive(pgid):
             return
         time.sleep(0.05)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return
+    _reap(pgid)
 
 
 def collect(submission: Submission, dest: Path) -> list[Artifact]:

@@ -1,0 +1,143 @@
+"""Submit, poll, cancel, reattach and collect SLURM jobs over the cluster's transport.
+
+Polling is batched: one ``squeue -u USER -t all`` for every job of the cluster per
+cycle, and one ``sacct`` (chunked) only for jobs that have left squeue's memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runjob_core.errors import BackendError
+from runjob_core.models import Artifact, CheckResult, JobStatus, Submission
+from runjob_slurm import _diagnose, _parse
+
+SOURCE = "runjob-slurm"
+
+
+def _user(transport, cluster, context) -> str:
+    pad = context.scratchpad(SOURCE)
+    key = ("user", cluster.name)
+    if key not in pad:
+        if cluster.user:
+            pad[key] = cluster.user
+        else:
+            result = transport.run(["whoami"])
+            pad[key] = result.stdout.strip()
+    return pad[key]
+
+
+def submit(job, rendered, cluster, context) -> Submission:
+    transport = context.transport(cluster)
+    current = context.current
+    script = f"{current.layout.job_dir}/{rendered.script_name}"
+    argv = ["sbatch", "--parsable", "--chdir", current.layout.job_dir, script]
+    result = transport.run(argv, idempotent=False)
+    if not result.ok:
+        raise BackendError(_explain_rejection(transport, cluster, job, script, result.stderr or result.stdout))
+    job_id = _parse.parse_sbatch_parsable(result.stdout)
+    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+                              extra={"script": script})
+
+
+def _explain_rejection(transport, cluster, job, script: str, stderr: str) -> str:
+    test = transport.run(["sbatch", "--test-only", "--chdir", script.rsplit("/", 1)[0], script])
+    partitions = _parse.parse_partitions(transport.run(_parse.partitions_argv()).stdout)
+    user = cluster.user or transport.run(["whoami"]).stdout.strip()
+    accounts = _diagnose.parse_accounts(transport.run(_diagnose.accounts_argv(user)).stdout)
+    requested = {
+        "partition": job.resources.partition or cluster.default_partition,
+        "account": job.resources.account or cluster.default_account,
+        "qos": job.resources.qos, "time": job.resources.time, "mem": job.resources.mem, "cpus": job.resources.cpus,
+        "gpus": job.resources.gpus, "gpu_type": job.resources.gpu_type or cluster.gpu_type,
+    }
+    return _diagnose.diagnose(stderr, test.stderr, cluster_name=cluster.name, partitions=partitions,
+                              accounts=accounts, requested=requested)
+
+
+def poll(submissions, cluster, context) -> dict[str, JobStatus]:
+    if not submissions:
+        return {}
+    transport = context.transport(cluster)
+    user = _user(transport, cluster, context)
+    queue = transport.run(_parse.squeue_argv(user))
+    if not queue.ok:
+        raise BackendError(f"squeue failed on {cluster.name}: {queue.stderr.strip()}")
+    queued = _parse.parse_squeue(queue.stdout)
+    ids = [s.backend_job_id for s in submissions]
+    missing = [i for i in ids if i not in queued]
+    accounted = {}
+    for argv in _parse.sacct_argv(missing) if missing else []:
+        result = transport.run(argv)
+        if result.ok:
+            accounted.update(_parse.parse_sacct(result.stdout))
+    merged = _parse.merge(ids, queued, accounted)
+    statuses = {}
+    for job_id, info in merged.items():
+        reason = info.reason
+        hint = _diagnose.diagnose_pending(reason) if info.state == "PENDING" and reason else None
+        statuses[job_id] = JobStatus(state=info.state, source=SOURCE, reason=hint or reason, exit_code=info.exit_code,
+                                     signal=info.signal, started_at=info.started, ended_at=info.ended, node=info.node)
+    return statuses
+
+
+def reattach(tag, cluster, context) -> Submission | None:
+    transport = context.transport(cluster)
+    queue = transport.run(_parse.squeue_argv(_user(transport, cluster, context)))
+    job_id = _parse.find_by_comment(_parse.parse_squeue(queue.stdout), tag) if queue.ok else None
+    if job_id is None:
+        return None
+    current = context.current
+    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+                              extra={"script": f"{current.layout.job_dir}/run.sh", "reattached": "1"})
+
+
+def cancel(submissions, cluster, context) -> list[str]:
+    transport = context.transport(cluster)
+    ids = [s.backend_job_id for s in submissions]
+    result = transport.run(["scancel", *ids])
+    if not result.ok and "Invalid job id" not in result.stderr:
+        raise BackendError(f"scancel failed on {cluster.name}: {result.stderr.strip()}")
+    return ids
+
+
+def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
+    """Download the job's results folder into *dest*, only files that changed."""
+    cluster = context.clusters[submission.cluster]
+    transport = context.transport(cluster)
+    remote = transport.listdir_recursive(submission.results_dir)
+    copied, rows = 0, 0
+    for info in remote:
+        target = dest / info.path
+        if target.exists() and target.stat().st_size == info.size and int(target.stat().st_mtime) >= int(info.mtime):
+            pass
+        else:
+            transport.get_file(f"{submission.results_dir.rstrip('/')}/{info.path}", target)
+            copied += 1
+        if info.path.endswith(".jsonl"):
+            with open(target, "rb") as handle:
+                rows += sum(1 for line in handle if line.strip())
+    if not remote:
+        return []
+    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                     data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})]
+
+
+def check_cluster(cluster, transport) -> list[CheckResult]:
+    rows = []
+    user = cluster.user or transport.run(["whoami"]).stdout.strip()
+    queue = transport.run(_parse.squeue_argv(user))
+    rows.append(CheckResult("squeue -u $USER", queue.ok, queue.stderr.strip() or f"{len(queue.stdout.splitlines())} jobs listed",
+                            SOURCE, None if queue.ok else "SLURM commands are not on PATH, or slurmctld is down"))
+    partitions = _parse.parse_partitions(transport.run(_parse.partitions_argv()).stdout)
+    names = [p.name for p in partitions]
+    if cluster.default_partition:
+        ok = cluster.default_partition in names
+        rows.append(CheckResult("partition", ok, f"{cluster.default_partition!r}; partitions: {', '.join(names)}", SOURCE,
+                                None if ok else f"set default_partition to one of: {', '.join(names)}"))
+    if cluster.default_account:
+        accounts = _diagnose.parse_accounts(transport.run(_diagnose.accounts_argv(user)).stdout)
+        ok = cluster.default_account in accounts
+        rows.append(CheckResult("account", ok, f"{cluster.default_account!r}; your accounts: {', '.join(accounts) or 'none'}",
+                                SOURCE, None if ok else f"set default_account to one of: {', '.join(accounts)}"))
+    return rows

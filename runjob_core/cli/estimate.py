@@ -1,0 +1,120 @@
+"""``runjob estimate``: GPU memory pre-flight for a model, a job kind and a GPU type.
+
+Module imports stay light (click only) so the CLI starts fast; the estimator and rich are
+imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("estimate")
+@click.option("--model", "model", required=True, metavar="PATH_OR_NAME",
+              help="Local folder/file with a config.json, a repo id in the Hugging Face cache, or a built-in table name.")
+@click.option("--kind", type=click.Choice(["inference", "full_ft", "lora", "qlora"]), required=True,
+              help="inference (vLLM), full_ft, lora or qlora.")
+@click.option("--gpu", required=True, metavar="NAME", help="GPU type, e.g. H100, A100-80GB, A100-40GB, L40S, RTX-4090.")
+@click.option("--num-gpus", type=click.IntRange(min=1), default=1, show_default=True, help="GPUs of the job.")
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor parallel size (inference; default: --num-gpus).")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32", "fp8", "int4"]), default="bf16", show_default=True)
+@click.option("--max-model-len", type=click.IntRange(min=1), default=None,
+              help="vLLM max_model_len (default: the model's max_position_embeddings).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Concurrent sequences of max_model_len the KV cache must hold.")
+@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True, help="Training sequence length.")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Per-GPU training micro-batch.")
+@click.option("--zero-stage", type=click.IntRange(0, 3), default=0, show_default=True,
+              help="ZeRO stage / FSDP sharding (3 = FULL_SHARD).")
+@click.option("--grad-checkpointing", is_flag=True, default=False, help="Activation (gradient) checkpointing.")
+@click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True,
+              help="vLLM gpu_memory_utilization.")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
+def command(
+    model: str,
+    kind: str,
+    gpu: str,
+    num_gpus: int,
+    tp: int | None,
+    dtype: str,
+    max_model_len: int | None,
+    concurrency: int,
+    seq_len: int,
+    batch: int,
+    zero_stage: int,
+    grad_checkpointing: bool,
+    gpu_memory_utilization: float,
+    as_json: bool,
+) -> None:
+    """Estimate peak GPU memory per GPU and whether the job fits.
+
+    The verdict is data: the exit code is 0 whether it fits or not. An unknown model or GPU
+    is an error (exit 1).
+    """
+    from runjob_core.estimator import estimate
+
+    est = estimate(
+        model,
+        kind,
+        gpu,
+        num_gpus=num_gpus,
+        tp=tp,
+        dtype=dtype,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        seq_len=seq_len,
+        batch=batch,
+        zero_stage=zero_stage,
+        grad_checkpointing=grad_checkpointing,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    if as_json:
+        click.echo(json.dumps(est.to_json(), sort_keys=False))
+        return
+    _print_table(est)
+
+
+def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    title = (
+        f"{est.model} - {est.kind} on {est.num_gpus} x {est.gpu} ({est.gpu_vram_gib:.2f} GiB each)"
+        f", {est.dtype}"
+    )
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("component (per GPU)")
+    table.add_column("GiB", justify="right")
+    table.add_column("detail")
+    p = est.params_total
+    table.add_row("parameters", "", f"{p / 1e9:.2f}B total, {est.params_active / 1e9:.2f}B active"
+                  + (f", {est.params_trainable / 1e6:.1f}M trainable" if est.params_trainable else ""))
+    table.add_row("weights", f"{est.weights_gib:.2f}", f"tp={est.tp}" if est.kind == "inference" else "")
+    if est.kind == "inference":
+        b = est.breakdown
+        table.add_row("activation peak", f"{est.activations_gib:.2f}",
+                      f"profile over {b['max_num_batched_tokens']} batched tokens")
+        table.add_row("KV cache (requested)", f"{est.kv_cache_gib:.2f}",
+                      f"{est.kv_bytes_per_token:,.0f} B/token for the whole model")
+        table.add_row("KV cache (available)", f"{b['kv_available_gib']:.2f}",
+                      f"{est.kv_capacity_tokens:,} tokens = {est.max_concurrency:g} x {est.max_model_len}")
+        table.add_row("non-torch + graphs + context", f"{est.overhead_gib:.2f}", "")
+        table.add_row("vLLM budget", f"{b['vllm_budget_gib']:.2f}", "gpu_memory_utilization x total")
+    else:
+        table.add_row("gradients", f"{est.gradients_gib:.2f}", "")
+        table.add_row("optimizer states", f"{est.optimizer_gib:.2f}", "")
+        table.add_row("activations", f"{est.activations_gib:.2f}", f"{est.breakdown['tokens_per_gpu']} tokens")
+        table.add_row("overhead", f"{est.overhead_gib:.2f}", "CUDA context + allocator slack")
+    table.add_row("total (peak)", f"{est.total_gib:.2f}", "", style="bold")
+    console.print(table)
+    if est.fits:
+        console.print(f"[bold green]fits[/]: {est.headroom_gib:.2f} GiB headroom per GPU")
+    else:
+        console.print(f"[bold red]does not fit[/]: {-est.headroom_gib:.2f} GiB short per GPU")
+    for n in est.notes:
+        console.print(f"note: {n}")
+    for s in est.suggestions:
+        console.print(f"suggestion: {s}")

@@ -1,0 +1,314 @@
+"""The opt-in test kit for runjob and its plugins (``pytest_plugins = ["runjob_core.testing"]``).
+
+Fixtures:
+
+* ``runjob_home``: a fresh working directory with its own state store, and no clusters
+  file from the user's environment;
+* ``runjob_pm``: a fresh plugin manager with the core's defaults only, plus
+  ``register(plugin, name)`` that unregisters after the test;
+* ``fake_run``: replaces :data:`runjob_core.execute.RUNNER`, records every argv and
+  answers from a script (``fake_run.on(["sbatch", ...], stdout="42\\n")``);
+* ``runjob_cli``: runs the ``runjob`` CLI in-process and returns click's result;
+* ``slurm_env``: the test cluster's connection settings from ``scripts/test-cluster.sh``;
+  skips with one line where the cluster cannot run, and fails on CI (``CI=true``).
+
+:class:`BackendContract` is the contract every backend's tests subclass.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runjob_core import execute
+from runjob_core.models import ACTIVE_STATES, TERMINAL_STATES, ClusterConfig, JobSpec, Submission
+
+CLUSTER_ENV = Path(os.environ.get("RUNJOB_TEST_DIR", "/var/lib/runjob-test")) / "cluster.env"
+
+
+@pytest.fixture
+def runjob_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("RUNJOB_HOME", raising=False)
+    monkeypatch.setenv("RUNJOB_CLUSTERS", str(work / ".runjob" / "clusters.yaml"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return work
+
+
+class _PluginRegistry:
+    def __init__(self, pm) -> None:
+        self.pm = pm
+        self._added: list[Any] = []
+
+    def register(self, plugin: Any, name: str) -> None:
+        self.pm.register(plugin, name=name)
+        self.pm.check_pending()
+        self._added.append(plugin)
+
+    def undo(self) -> None:
+        for plugin in self._added:
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+
+
+@pytest.fixture
+def runjob_pm() -> Iterator[Any]:
+    from runjob_core.plugins import get_plugin_manager
+
+    pm, _infos = get_plugin_manager(load_entrypoints=False)
+    registry = _PluginRegistry(pm)
+    pm.register_for_test = registry.register  # type: ignore[attr-defined]
+    yield pm
+    registry.undo()
+
+
+class FakeRunner:
+    """Records commands and answers them from a script of (argv prefix, result) pairs."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self._script: list[tuple[tuple[str, ...], execute.Completed]] = []
+        self.passthrough = False
+
+    def on(self, prefix: Sequence[str], *, stdout: str = "", stderr: str = "", returncode: int = 0) -> None:
+        self._script.append((tuple(prefix), execute.Completed(tuple(prefix), returncode, stdout, stderr)))
+
+    def __call__(self, argv: Sequence[str], **kwargs: Any) -> execute.Completed:
+        argv = tuple(str(a) for a in argv)
+        self.calls.append(argv)
+        for prefix, result in self._script:
+            if argv[: len(prefix)] == prefix:
+                return execute.Completed(argv, result.returncode, result.stdout, result.stderr, result.pid)
+        if self.passthrough:
+            return execute._spawn(argv, **kwargs)
+        raise AssertionError(f"unexpected command: {shlex.join(argv)}")
+
+
+@pytest.fixture
+def fake_run(monkeypatch: pytest.MonkeyPatch) -> FakeRunner:
+    runner = FakeRunner()
+    monkeypatch.setattr(execute, "RUNNER", runner)
+    return runner
+
+
+@pytest.fixture
+def runjob_cli() -> Callable[..., Any]:
+    from click.testing import CliRunner
+
+    from runjob_core.cli import cli
+
+    def invoke(*args: str, input: str | None = None) -> Any:
+        return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def read_cluster_env(path: Path = CLUSTER_ENV) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            values[key.strip()] = value.strip()
+    return values
+
+
+@pytest.fixture(scope="session")
+def slurm_env() -> dict[str, str]:
+    if not CLUSTER_ENV.is_file():
+        reason = f"SLURM tier skipped: {CLUSTER_ENV} not found (run: bash scripts/test-cluster.sh up, as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason.replace("skipped", "required on CI"))
+        pytest.skip(reason)
+    return read_cluster_env()
+
+
+def slurm_cluster_config(env: dict[str, str], name: str = "testslurm", **overrides: Any) -> ClusterConfig:
+    values = dict(
+        name=name, type="slurm", host=env["RUNJOB_TEST_SSH_HOST"], port=int(env["RUNJOB_TEST_SSH_PORT"]),
+        user=env["RUNJOB_TEST_SSH_USER"], identity_file=env["RUNJOB_TEST_SSH_KEY"],
+        known_hosts=env["RUNJOB_TEST_KNOWN_HOSTS"], default_partition="debug",
+        default_account=env.get("RUNJOB_TEST_ACCOUNT"), scratch_path=env["RUNJOB_TEST_SCRATCH"] + "/runjob-tests",
+        gres_format="typed", gpu_type="h100",
+    )
+    values.update(overrides)
+    return ClusterConfig(**values)
+
+
+def write_clusters_yaml(path: Path, clusters: Sequence[ClusterConfig]) -> Path:
+    import yaml
+
+    from runjob_core.config import unstructure
+
+    data = {}
+    for cluster in clusters:
+        entry = {k: v for k, v in unstructure(cluster).items() if k not in ("name", "source") and v not in (None, [], {}, ())}
+        data[cluster.name] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"clusters": data}, sort_keys=False))
+    return path
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.2, what: str = "condition") -> Any:
+    """Poll *predicate* until it returns something truthy (a deadline for waiting, not a speed limit)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+class BackendContract:
+    """What every backend must do; subclass it with ``__test__ = True``.
+
+    Subclasses provide the ``cluster`` fixture (a :class:`ClusterConfig` whose ``type`` is
+    the backend) and may override :meth:`job_spec`. Tests run real jobs on the backend.
+    """
+
+    __test__ = False
+    backend: str = ""
+
+    def job_spec(self, name: str, command: str, **fields: Any) -> JobSpec:
+        from runjob_core.config import job_from_mapping
+
+        raw = {"name": name, "command": command, "cluster": "under-test", **fields}
+        return job_from_mapping(raw, source=f"{name}.yaml", base_dir=str(Path.cwd()))
+
+    @pytest.fixture
+    def context(self, runjob_home: Path, cluster: ClusterConfig) -> Iterator[Any]:
+        import attrs
+
+        from runjob_core import lifecycle
+
+        write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [attrs.evolve(cluster, name="under-test")])
+        ctx = lifecycle.open_context()
+        yield ctx
+        ctx.close()
+
+    def _submit(self, context: Any, job: JobSpec) -> tuple[Any, Submission]:
+        from runjob_core import lifecycle
+
+        cluster = lifecycle.cluster_for(context, job)
+        return lifecycle.submit(context, job, cluster)
+
+    def _wait_terminal(self, context: Any, job_id: str, timeout: float = 120.0) -> Any:
+        from runjob_core import monitor
+
+        def done() -> Any:
+            monitor.cycle(context, [job_id])
+            latest = context.store.latest_attempt(job_id)
+            return latest if latest.state in TERMINAL_STATES else None
+
+        return wait_until(done, timeout=timeout, interval=0.5, what=f"job {job_id} to end")
+
+    def test_plugin_registers_and_is_a_backend(self) -> None:
+        from runjob_core.plugins import backend_names, get_plugin_manager
+
+        pm, infos = get_plugin_manager()
+        assert self.backend in backend_names(pm)
+        assert not [i for i in infos if i.name == self.backend and i.error]
+
+    def test_render_has_no_undefined_and_quotes_values(self, context: Any) -> None:
+        from runjob_core import lifecycle
+
+        job = self.job_spec("contract-render", "echo hello", env={"GREETING": "a b; touch /tmp/runjob-pwned"})
+        rendered = lifecycle.render_preview(context, job, lifecycle.cluster_for(context, job))
+        assert rendered.script.startswith("#!/bin/bash")
+        assert "export GREETING='a b; touch /tmp/runjob-pwned'" in rendered.script
+        assert "echo hello" in rendered.script
+
+    def test_submit_round_trips_and_completes(self, context: Any) -> None:
+        from runjob_core.config import record_from_json, record_to_json
+
+        row, submission = self._submit(context, self.job_spec("contract-ok", "echo contract-ok-output"))
+        assert submission.backend == self.backend
+        assert record_from_json(record_to_json(submission), Submission) == submission
+        final = self._wait_terminal(context, row.id)
+        assert final.state == "COMPLETED", final
+        log = context.transport(context.clusters["under-test"]).read_from(submission.log_path, 0)
+        assert b"contract-ok-output" in log
+
+    def test_failure_keeps_the_exit_code(self, context: Any) -> None:
+        row, _ = self._submit(context, self.job_spec("contract-fail", "exit 3"))
+        final = self._wait_terminal(context, row.id)
+        assert (final.state, final.exit_code) == ("FAILED", 3)
+
+    def test_cancel(self, context: Any) -> None:
+        from runjob_core import lifecycle
+
+        row, _ = self._submit(context, self.job_spec("contract-cancel", "sleep 300"))
+        wait_until(lambda: context.store.latest_attempt(row.id).state not in ("SUBMITTING",), what="submission")
+        assert lifecycle.cancel(context, context.store.get_job(row.id))
+        final = self._wait_terminal(context, row.id)
+        assert final.state == "CANCELLED"
+
+    def test_reattach_by_tag_instead_of_submitting_twice(self, context: Any) -> None:
+        from runjob_core import lifecycle
+
+        job = self.job_spec("contract-reattach", "sleep 30")
+        row, first = self._submit(context, job)
+        # Simulate a runjob killed after the backend accepted the job but before the store
+        # recorded it: the attempt is back to SUBMITTING with no backend id.
+        context.store._db.execute(
+            "UPDATE attempts SET state='SUBMITTING', backend_job_id=NULL, submission_json=NULL WHERE job_id=?", (row.id,)
+        )
+        spy = _HookSpy()
+        context.pm.register(spy, name="contract-spy")
+        try:
+            _row, again = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        finally:
+            context.pm.unregister(spy)
+        assert again.backend_job_id == first.backend_job_id
+        assert spy.submits == 0
+        assert len(context.store.attempts(row.id)) == 1
+        lifecycle.cancel(context, context.store.get_job(row.id))
+
+    def test_poll_is_one_call_for_many_jobs(self, context: Any) -> None:
+        from runjob_core import lifecycle, monitor
+
+        rows = [self._submit(context, self.job_spec(f"contract-batch-{i}", "sleep 20"))[0] for i in range(3)]
+        spy = _HookSpy()
+        context.pm.register(spy, name="contract-spy")
+        try:
+            monitor.cycle(context, [r.id for r in rows])
+        finally:
+            context.pm.unregister(spy)
+        assert spy.polls == [3]
+        for row in rows:
+            assert context.store.latest_attempt(row.id).state in ACTIVE_STATES
+            lifecycle.cancel(context, context.store.get_job(row.id))
+
+
+class _HookSpy:
+    """A non-backend plugin wrapping hooks to count calls (it takes part in routed calls)."""
+
+    def __init__(self) -> None:
+        self.submits = 0
+        self.polls: list[int] = []
+
+    def _impl():  # noqa: N805 - builds the markers without importing pluggy at module import
+        import pluggy
+
+        return pluggy.HookimplMarker("runjob")
+
+    hookimpl = _impl()
+
+    @hookimpl(wrapper=True)
+    def runjob_submit(self, job):
+        self.submits += 1
+        return (yield)
+
+    @hookimpl(wrapper=True)
+    def runjob_poll(self, submissions):
+        self.polls.append(len(submissions))
+        return (yield)

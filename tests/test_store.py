@@ -1,0 +1,74 @@
+"""The state store: jobs, attempts, events, offsets, artifacts; tokens never stored."""
+
+import pytest
+
+from runjob_core.errors import JobNotFoundError
+from runjob_core.store import Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "state.db")
+    yield s
+    s.close()
+
+
+def make_job(store, name="exp"):
+    return store.create_job(name=name, cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
+
+
+def test_find_by_id_or_latest_name(store):
+    first = make_job(store)
+    second = make_job(store)
+    assert store.find_job(first).id == first
+    assert store.find_job("exp").id == second
+    with pytest.raises(JobNotFoundError, match="recent jobs: exp"):
+        store.find_job("nope")
+
+
+def test_attempt_lifecycle_and_tags(store):
+    job = make_job(store)
+    one = store.begin_attempt(job)
+    assert (one.n, one.state, one.tag) == (1, "SUBMITTING", f"runjob:{job}:1")
+    store.record_submission(job, 1, '{"x": 1}', "42", 1.0)
+    store.update_attempt(job, 1, state="TIMEOUT", rows_done=10)
+    two = store.begin_attempt(job, resumed_from="/ckpt/step-10")
+    assert two.n == 2 and store.get_job(job).state == "SUBMITTING"
+    assert [a.n for a in store.active_attempts()] == [2]
+    store.update_attempt(job, 1, state="FAILED")  # an old attempt does not change the job's state
+    assert store.get_job(job).state == "SUBMITTING"
+
+
+def test_refused_attempt_is_forgotten(store):
+    job = make_job(store)
+    store.begin_attempt(job)
+    store.delete_attempt(job, 1)
+    assert store.attempts(job) == []
+
+
+def test_events_offsets_artifacts(store):
+    job = make_job(store)
+    store.add_event(job, "state", "RUNNING", data={"state": "RUNNING"})
+    store.add_event(None, "note", "global")
+    assert [e.message for e in store.events(job)] == ["RUNNING"]
+    assert len(store.events()) == 2
+    store.set_offset(job, 1, 100)
+    store.set_offset(job, 1, 250)
+    assert store.offset(job, 1) == 250 and store.offset(job, 2) == 0
+    store.add_artifact(job, attempt=1, name="results", kind="results", location="results/exp", source="t", rows=3)
+    assert store.artifacts(job)[0].rows == 3
+
+
+def test_tokens_never_reach_the_database(store, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue1234567890")
+    job = make_job(store)
+    store.add_event(job, "x", "pushing with hf_supersecretvalue1234567890 and hf_abcdefghijklmnopqrstuvwx",
+                    data={"token": "hf_supersecretvalue1234567890"})
+    raw = (store.path).read_bytes() + b"".join(p.read_bytes() for p in store.path.parent.glob("state.db-*"))
+    assert b"supersecret" not in raw and b"hf_abcdefghij" not in raw
+
+
+def test_two_processes_share_the_store(tmp_path):
+    a, b = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    job = make_job(a)
+    assert b.get_job(job).name == "exp"
