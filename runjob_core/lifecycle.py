@@ -18,7 +18,7 @@ from runjob_core import config, plugins, staging, templating
 from runjob_core.context import CurrentAttempt, RunContext
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import ACTIVE_STATES, ClusterConfig, Estimate, JobSpec, JobStatus, Rendered, Submission
-from runjob_core.store import JobRow, Store, state_dir
+from runjob_core.store import JobRow, Store, new_job_id, state_dir
 
 
 def open_context(
@@ -159,14 +159,21 @@ def submit(
                 context.event(row.id, "reattached", f"{job.name} is already submitted as {row.id} ({attempt.state}); following it",
                               attempt=attempt.n)
                 return row, attempt.submission
-            return row, _submit_attempt(context, row, job, cluster, attempt_row=attempt, confirm=None)
-    job_id = context.store.create_job(
-        name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
+            return row, _submit_attempt(context, row, job, cluster, attempt_row=attempt)
+    # Render and review before anything is recorded: a refusal leaves nothing behind.
+    job_id = new_job_id()
+    prepare_attempt(context, job, cluster, job_id=job_id, attempt=1, tag=f"runjob:{job_id}:1",
+                    limit=job.canary.limit if kind == "canary" else None)
+    rendered = render(context, job, cluster)
+    if confirm is not None and not confirm(job, cluster, rendered):
+        raise RefusedError("not submitted: the review was not confirmed")
+    context.store.create_job(
+        job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
         spec_hash=spec_hash, spec_path=spec_path, kind=kind, canary_of=canary_of,
     )
     row = context.store.get_job(job_id)
     context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
-    return context.store.get_job(job_id), _submit_attempt(context, row, job, cluster, attempt_row=None, confirm=confirm)
+    return row, _submit_attempt(context, row, job, cluster, attempt_row=None, rendered=rendered)
 
 
 def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
@@ -179,7 +186,7 @@ def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
     return None
 
 
-def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row, confirm,
+def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row, rendered: Rendered | None = None,
                     resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
     store = context.store
     if attempt_row is not None:
@@ -192,22 +199,20 @@ def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, 
             context.event(row.id, "reattached", f"found {found.backend_job_id} by its tag {attempt_row.tag}; not submitting again",
                           attempt=attempt_row.n, source=found.source)
             return found
-        n, tag = attempt_row.n, attempt_row.tag
+        n = attempt_row.n
+        rendered = render(context, job, cluster)
+    elif rendered is not None:
+        current, n = context.current, 1
     else:
-        # Render and confirm before the attempt exists, so a refusal leaves nothing behind.
-        n = (store.latest_attempt(row.id).n + 1) if store.latest_attempt(row.id) else 1
-        tag = f"runjob:{row.id}:{n}"
-        current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=n, tag=tag, resume_from=resume_from,
-                                  resume_env=resume_env, limit=_limit(row, job))
-    rendered = render(context, job, cluster)
-    if confirm is not None and not confirm(job, cluster, rendered):
-        store.set_job(row.id, state="ABANDONED", outcome="not confirmed by the user")
-        context.event(row.id, "abandoned", "submission not confirmed; nothing was submitted")
-        raise RefusedError("not submitted: the review was not confirmed")
+        latest = store.latest_attempt(row.id)
+        n = latest.n + 1 if latest else 1
+        current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=n, tag=f"runjob:{row.id}:{n}",
+                                  resume_from=resume_from, resume_env=resume_env, limit=_limit(row, job))
+        rendered = render(context, job, cluster)
     store.set_job(row.id, script=rendered.script)
     if attempt_row is None:
         attempt_row = store.begin_attempt(row.id, resumed_from=resume_from)
-        assert attempt_row.tag == tag, (attempt_row.tag, tag)
+        assert attempt_row.tag == current.tag, (attempt_row.tag, current.tag)
     transport = context.transport(cluster)
     try:
         staging.stage(transport, current.layout, job, rendered)
@@ -248,8 +253,7 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
     if config.spec_hash(job) != row.spec_hash:
         raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
     cluster = cluster_for(context, job)
-    return _submit_attempt(context, row, job, cluster, attempt_row=None, confirm=None,
-                           resume_from=resume_from, resume_env=resume_env)
+    return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
 
 
 # ---------------------------------------------------------------------------- cancel

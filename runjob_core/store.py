@@ -209,10 +209,10 @@ class Store:
     # ------------------------------------------------------------------ jobs
 
     def create_job(
-        self, *, name: str, cluster: str, backend: str, spec_json: str, spec_hash: str,
+        self, *, job_id: str | None = None, name: str, cluster: str, backend: str, spec_json: str, spec_hash: str,
         spec_path: str | None, kind: str = "full", canary_of: str | None = None,
     ) -> str:
-        job_id = new_job_id()
+        job_id = job_id or new_job_id()
         self._db.execute(
             "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, canary_of, created_at, state)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?)",

@@ -38,7 +38,7 @@ def runjob_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.delenv("RUNJOB_HOME", raising=False)
-    monkeypatch.setenv("RUNJOB_CLUSTERS", str(work / ".runjob" / "clusters.yaml"))
+    monkeypatch.delenv("RUNJOB_CLUSTERS", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     return work
 

@@ -20,8 +20,8 @@ Rows are numbered from 1 in file order, skipping blank lines ("row 12" is the 12
 
 from __future__ import annotations
 
-import itertools
 import json
+import json.scanner
 import math
 from pathlib import Path
 from typing import Any
@@ -534,50 +534,68 @@ def _scan_arrow(table, p: _Params) -> _Facts:
 _TYPE_NAMES = {str: "string", int: "int", float: "float", bool: "bool", dict: "object", list: "list"}
 
 
-def _iter_rows(path: Path, f: _Facts):
-    """Yield parsed JSON values (one per non-blank line, or the items of a top-level array)."""
-    loads = json.loads
-    with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip()
-        fh.seek(0)
-        if head.startswith(b"["):  # a JSON array of objects
-            from runjob_core.errors import RunjobError
+def _open_source(path: Path):
+    """``(iterable, is_lines)``: the open text file (JSON Lines) or the list of a top-level JSON array."""
+    from runjob_core.errors import RunjobError
 
-            try:
-                data = json.load(fh)
-            except ValueError:
-                data = None  # maybe JSON Lines whose first row is an array: fall through
-            if data is not None:
-                if not isinstance(data, list):
-                    raise RunjobError(f"{path.name} is JSON but not a list of rows")
-                yield from data
-                return
-            fh.seek(0)
-        lineno = 0
-        for line in fh:
-            lineno += 1
-            if len(line) < 3 and not line.strip():
-                continue
-            try:
-                yield loads(line)
-            except ValueError:
-                if not line.strip():
+    fh = open(path, encoding="utf-8", errors="replace", newline="\n")
+    head = fh.read(4096).lstrip()
+    fh.seek(0)
+    if head.startswith("["):  # a JSON array of rows, or JSON Lines whose first row is an array
+        try:
+            data = json.load(fh)
+        except ValueError:
+            data = None
+        if data is not None:
+            fh.close()
+            if not isinstance(data, list):
+                raise RunjobError(f"{path.name} is JSON but not a list of rows")
+            return data, False
+        fh.seek(0)
+    return fh, True
+
+
+_SCANNER = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner: no per-call encoding sniffing
+
+
+def _parse_line(line: str, scan=_SCANNER) -> Any:
+    """Parse one JSON Lines line; ``_BLANK`` for a blank line; raise ValueError if malformed."""
+    try:
+        obj, end = scan(line, 0)
+    except StopIteration:
+        stripped = line.strip()
+        if not stripped:
+            return _BLANK
+        return json.loads(stripped)  # leading whitespace, or raises ValueError
+    if end < len(line) - 1 and line[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return obj
+
+
+_BLANK = object()
+_BAD = object()
+
+
+def _first_row(path: Path) -> dict | None:
+    src, is_lines = _open_source(path)
+    try:
+        for item in src:
+            if is_lines:
+                try:
+                    item = _parse_line(item)
+                except ValueError:
                     continue
-                f.malformed.n += 1
-                if len(f.malformed_lines) < N_EXAMPLES:
-                    f.malformed_lines.append(f"line {lineno}")
+            if type(item) is dict:
+                return item
+        return None
+    finally:
+        if is_lines:
+            src.close()
 
 
 def _scan_python(path: Path, p: _Params) -> _Facts:
     f = _Facts()
-    rows = _iter_rows(path, f)
-    first = None
-    pending: list[Any] = []
-    for obj in rows:  # find the first real row to detect the fields
-        pending.append(obj)
-        if type(obj) is dict:
-            first = obj
-            break
+    first = _first_row(path)  # detect the fields from the first row
     types: dict[str, set] = {}
     if first is not None:
         cols = {k: "" for k in first}
@@ -614,11 +632,29 @@ def _scan_python(path: Path, p: _Params) -> _Facts:
     last_sig = None
     i = -1
 
-    for row in itertools.chain(pending, rows):
+    src, is_lines = _open_source(path)
+    scan, blank, bad = _SCANNER, _BLANK, _BAD
+    lineno = 0
+    for line in src:
+        lineno += 1
+        if is_lines:
+            try:  # inlined fast path of _parse_line
+                row, end = scan(line, 0)
+            except StopIteration:
+                row = bad
+            if row is bad or (end < len(line) - 1 and line[end:].strip()):
+                try:
+                    row = _parse_line(line)
+                except ValueError:
+                    row = None
+                if row is blank:
+                    continue
+        else:
+            row = line
         if type(row) is not dict:
             f.malformed.n += 1
             if len(f.malformed_lines) < N_EXAMPLES:
-                f.malformed_lines.append(f"row value {json.dumps(row)[:40]}")
+                f.malformed_lines.append(f"line {lineno}" if is_lines else f"item {lineno}")
             continue
         i += 1
         kv = row.get(kf) if kf is not None else None
@@ -723,6 +759,8 @@ def _scan_python(path: Path, p: _Params) -> _Facts:
                 else:
                     score_bad.add(i, kv)
 
+    if is_lines:
+        src.close()
     f.rows = i + 1
     n = f.rows
     for k in known_keys:
