@@ -9,6 +9,7 @@ value: every value that lands in a shell line passes through it.
 from __future__ import annotations
 
 import importlib.resources
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,17 @@ def _plugin_template_dirs(plugins: list[Any]) -> list[str]:
     return dirs
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    # Compiling the three templates costs ~50 ms per command; the cache is keyed by each
+    # template's source checksum, so an edited template is recompiled.
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder))
+
+
 def make_environment(*, user_dir: Path | None = None, plugins: list[Any] = ()) -> jinja2.Environment:
     search = []
     if user_dir is not None and user_dir.is_dir():
@@ -49,6 +61,7 @@ def make_environment(*, user_dir: Path | None = None, plugins: list[Any] = ()) -
     search.append(str(importlib.resources.files("runjob_core") / "templates"))
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(search),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -19,28 +19,28 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+_EVENT_COLOURS = {"rejected": "red", "submit_failed": "red", "collect_failed": "red", "resume_refused": "red",
+                  "resume_failed": "red", "finding": "yellow", "resuming": "cyan", "submitted": "green", "collected": "green"}
+
+
 def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = ()):
-    """An on_event callback: JSON lines on stdout, or readable lines on stderr."""
+    """An on_event callback: JSON lines on stdout, or readable lines on stderr.
+
+    Plain click styling, not rich: this runs on the submit path, where every import counts.
+    """
     def show(event) -> None:
         if event.kind in quiet_kinds:
             return
         if as_json:
             click.echo(json.dumps(event.to_json(), default=str))
             return
-        stamp = time.strftime("%H:%M:%S", time.localtime(event.ts))
-        style = {"finding": "yellow", "rejected": "red", "submit_failed": "red", "collect_failed": "red",
-                 "resume_refused": "red", "resuming": "cyan", "submitted": "green", "collected": "green"}.get(event.kind, "")
+        colour = _EVENT_COLOURS.get(event.kind)
         if event.kind == "finding" and event.data.get("severity") == "error":
-            style = "red"
-        text = f"[dim]{stamp}[/dim] [bold]{event.kind:<10}[/bold] {_escape(event.message)}"
-        console(stderr=True).print(f"[{style}]{text}[/{style}]" if style else text)
+            colour = "red"
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.ts))
+        click.echo(f"{click.style(stamp, dim=True)} {click.style(f'{event.kind:<10}', bold=True, fg=colour)} "
+                   f"{click.style(event.message, fg=colour)}", err=True)
     return show
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), clusters: Path | None = None):

@@ -65,17 +65,29 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         raise BackendError(f"squeue failed on {cluster.name}: {queue.stderr.strip()}")
     queued = _parse.parse_squeue(queue.stdout)
     ids = [s.backend_job_id for s in submissions]
-    missing = [i for i in ids if i not in queued]
     accounted = {}
-    for argv in _parse.sacct_argv(missing) if missing else []:
+    # sacct only for jobs that left the queue or just finished (squeue has no exit codes).
+    for argv in _parse.sacct_argv(_parse.needs_sacct(ids, queued)):
         result = transport.run(argv)
         if result.ok:
             accounted.update(_parse.parse_sacct(result.stdout))
     merged = _parse.merge(ids, queued, accounted)
+    # An srun step killed for memory leaves the job FAILED 1:0: look at the steps of
+    # failed jobs, once, when they end.
+    failed = [job_id for job_id, info in merged.items() if info.state == "FAILED"]
+    for job_id in failed:
+        steps = transport.run(_parse.sacct_steps_argv(job_id))
+        if steps.ok:
+            accounted.update(_parse.parse_sacct(steps.stdout))
+    if failed:
+        merged = _parse.merge(ids, queued, accounted)
     statuses = {}
     for job_id, info in merged.items():
         reason = info.reason
-        hint = _diagnose.diagnose_pending(reason) if info.state == "PENDING" and reason else None
+        hint = None
+        if info.state == "PENDING" and reason:
+            row = queued.get(job_id)
+            hint = _diagnose.diagnose_pending(reason, requested={"partition": row.partition} if row else None)
         statuses[job_id] = JobStatus(state=info.state, source=SOURCE, reason=hint or reason, exit_code=info.exit_code,
                                      signal=info.signal, started_at=info.started, ended_at=info.ended, node=info.node)
     return statuses

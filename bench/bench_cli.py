@@ -1,0 +1,58 @@
+"""runjob's own start-up and local submit, against the raw tools.
+
+1. `runjob --help` against `python -c 'import click'` (target: under 2x).
+2. `runjob submit --yes` of a local job against starting the same script with `bash`.
+
+Run: .venv/bin/python bench/bench_cli.py [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import show, time_call, time_command  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=15)
+    reps = parser.parse_args().reps
+
+    show("1. start-up: `runjob --help` vs importing click", [
+        ("python -c 'import click'", time_command([sys.executable, "-c", "import click"], reps)),
+        ("runjob --help", time_command([str(BIN / "runjob"), "--help"], reps)),
+    ], target="runjob --help under 2x import click")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "job.yaml").write_text("name: benchjob\ncommand: 'true'\n")
+        script = work / "plain.sh"
+        script.write_text("#!/bin/bash\ntrue\n")
+        env = {**os.environ, "RUNJOB_HOME": str(work / ".runjob")}
+        counter = iter(range(10**6))
+
+        def submit() -> None:
+            # --new: each repetition is a fresh job (the same spec would otherwise be reattached).
+            subprocess.run([str(BIN / "runjob"), "submit", "job.yaml", "--yes", "--new"], cwd=work, env=env,
+                           check=True, capture_output=True)
+            next(counter)
+
+        def plain() -> None:
+            subprocess.Popen(["bash", str(script)], start_new_session=True, stdout=subprocess.DEVNULL).wait()
+
+        show("2. submit a local job: `runjob submit --yes` vs `bash script`", [
+            ("bash script.sh (start and wait)", time_call(plain, reps)),
+            ("runjob submit --yes (render, stage, record, start detached)", time_call(submit, reps)),
+        ])
+
+
+if __name__ == "__main__":
+    main()

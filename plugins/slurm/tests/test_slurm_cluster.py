@@ -1,0 +1,194 @@
+"""The SLURM backend against the real local cluster, over SSH as the test user.
+
+The cluster comes from scripts/test-cluster.sh (the README's test command starts it).
+"""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+
+from runjob_core import lifecycle, monitor
+from runjob_core.errors import BackendError
+from runjob_core.testing import BackendContract, slurm_cluster_config, wait_until, write_clusters_yaml
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def cluster(slurm_env):
+    return slurm_cluster_config(slurm_env)
+
+
+class TestSlurmContract(BackendContract):
+    __test__ = True
+    backend = "slurm"
+
+
+@pytest.fixture
+def ctx(runjob_home, cluster):
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [attrs.evolve(cluster, name="under-test")])
+    context = lifecycle.open_context()
+    yield context
+    active = {a.job_id for a in context.store.active_attempts()}
+    for job_id in active:
+        lifecycle.cancel(context, context.store.get_job(job_id))
+    context.close()
+
+
+def spec(name, command, **fields):
+    return BackendContract().job_spec(name, command, **fields)
+
+
+def submit(ctx, job):
+    return lifecycle.submit(ctx, job, lifecycle.cluster_for(ctx, job))
+
+
+def wait_end(ctx, job_id, timeout=180):
+    return BackendContract()._wait_terminal(ctx, job_id, timeout=timeout)
+
+
+def transport(ctx):
+    return ctx.transport(ctx.clusters["under-test"])
+
+
+def test_gpu_job_gets_typed_gres_and_a_device(ctx):
+    job = spec("gpu-job", "echo CUDA=$CUDA_VISIBLE_DEVICES", resources={"partition": "gpu", "gpus": 1, "time": "5"})
+    row, submission = submit(ctx, job)
+    assert "#SBATCH --gres=gpu:h100:1" in ctx.store.get_job(row.id).script
+    assert "#SBATCH --partition=gpu" in ctx.store.get_job(row.id).script
+    assert wait_end(ctx, row.id).state == "COMPLETED"
+    assert b"CUDA=0" in transport(ctx).read_from(submission.log_path, 0)
+
+
+def test_generic_gres_format(ctx, cluster):
+    ctx.clusters["under-test"] = attrs.evolve(ctx.clusters["under-test"], gres_format="generic")
+    job = spec("gpu-generic", "true", resources={"partition": "gpu", "gpus": 2})
+    rendered = lifecycle.render_preview(ctx, job, ctx.clusters["under-test"])
+    assert "#SBATCH --gres=gpu:2" in rendered.script
+
+
+def test_partition_down_pends_with_its_reason(ctx):
+    row, _ = submit(ctx, spec("down-part", "true", resources={"partition": "maint"}))
+    wait_until(lambda: monitor.cycle(ctx, [row.id]) and ctx.store.latest_attempt(row.id).reason, what="a pending reason")
+    attempt = ctx.store.latest_attempt(row.id)
+    assert attempt.state == "PENDING" and "PartitionDown" in attempt.reason and "maint" in attempt.reason
+
+
+def test_bad_partition_is_diagnosed_and_nothing_is_left_submitted(ctx):
+    with pytest.raises(BackendError) as caught:
+        submit(ctx, spec("bad-part", "true", resources={"partition": "gpux"}))
+    message = str(caught.value)
+    assert "gpux" in message and "debug" in message and "gpu" in message
+    [row] = ctx.store.list_jobs()
+    assert ctx.store.attempts(row.id) == [] and row.state == "REJECTED"
+
+
+def test_bogus_account_is_diagnosed(ctx):
+    with pytest.raises(BackendError) as caught:
+        submit(ctx, spec("bad-account", "true", resources={"account": "bogus"}))
+    message = str(caught.value)
+    assert "bogus" in message and "research" in message
+
+
+def test_time_limit_gives_timeout_and_the_log_says_so(ctx):
+    row, submission = submit(ctx, spec("too-long", "sleep 600", resources={"time": "1"}, resume={"auto": False}))
+    final = wait_end(ctx, row.id, timeout=240)
+    assert final.state == "TIMEOUT"
+    assert b"DUE TO TIME LIMIT" in transport(ctx).read_from(submission.log_path, 0)
+
+
+def test_twenty_jobs_one_squeue_per_cycle(ctx):
+    rows = [submit(ctx, spec(f"many-{i}", "sleep 20"))[0] for i in range(20)]
+    ssh = transport(ctx)
+    before = len(ssh.commands)
+    monitor.cycle(ctx, [r.id for r in rows])
+    commands = ssh.commands[before:]
+    programs = [next(word for word in c.split() if "=" not in word and word != "env") for c in commands]
+    assert programs == ["squeue"], commands
+
+
+def test_connection_killed_mid_watch_reconnects(ctx, slurm_env):
+    row, _ = submit(ctx, spec("survivor", "for i in $(seq 1 10); do echo tick $i; sleep 1; done"))
+    ssh = transport(ctx)
+    monitor.cycle(ctx, [row.id])
+    connects = ssh.connects
+    user = slurm_env["RUNJOB_TEST_SSH_USER"]
+    # The sshd processes serving the test user's sessions; killing them drops our connection.
+    pids = subprocess.run(["pgrep", "-u", user, "-f", f"sshd: {user}"], capture_output=True, text=True).stdout.split()
+    assert pids
+    subprocess.run(["kill", *pids], check=True)
+    final = wait_end(ctx, row.id)
+    assert final.state == "COMPLETED" and ssh.connects > connects
+
+
+def test_hostile_values_run_nothing_on_the_cluster(ctx, tmp_path):
+    marker = f"/tmp/runjob-pwned-{os.getpid()}"
+    job = spec("hostile", 'echo "$GREETING"', env={"GREETING": f"x; touch {marker}; $(touch {marker})"})
+    row, submission = submit(ctx, job)
+    assert wait_end(ctx, row.id).state == "COMPLETED"
+    assert not Path(marker).exists()
+    assert f"x; touch {marker}".encode() in transport(ctx).read_from(submission.log_path, 0)
+
+
+def test_logs_are_read_incrementally_and_results_collected(ctx):
+    command = ("mkdir -p $RUNJOB_RESULTS; for i in $(seq 1 5); do echo line $i; "
+               "echo \"{\\\"id\\\": $i}\" >> $RUNJOB_RESULTS/out.jsonl; sleep 0.5; done")
+    row, submission = submit(ctx, spec("incremental", command))
+    wait_end(ctx, row.id)
+    size = transport(ctx).stat(submission.log_path).size
+    assert ctx.store.offset(row.id, 1) == size
+    collected = lifecycle.collect(ctx, ctx.store.get_job(row.id))
+    assert collected.ok and collected.artifacts[0].rows == 5
+    assert len((Path("results") / "incremental" / "out.jsonl").read_text().splitlines()) == 5
+
+
+def test_workdir_sync_uploads_only_changes_and_honours_gitignore(ctx, runjob_home):
+    work = runjob_home / "project"
+    work.mkdir()
+    (work / "train.py").write_text("print('training')\n")
+    (work / ".gitignore").write_text("data/\n*.ckpt\n")
+    (work / "data").mkdir()
+    (work / "data" / "big.bin").write_bytes(b"x" * 1000)
+    (work / "model.ckpt").write_bytes(b"y" * 1000)
+    job = spec("synced", "python3 train.py", workdir="project")
+    row, submission = submit(ctx, job)
+    assert wait_end(ctx, row.id).state == "COMPLETED"
+    assert b"training" in transport(ctx).read_from(submission.log_path, 0)
+    remote = {f.path for f in transport(ctx).listdir_recursive(submission.workdir)}
+    assert remote == {"train.py", ".gitignore"}
+    from runjob_core.staging import sync_workdir
+
+    assert sync_workdir(transport(ctx), work, submission.workdir) == []
+    (work / "train.py").write_text("print('training v2')\n")
+    assert sync_workdir(transport(ctx), work, submission.workdir) == ["train.py"]
+
+
+def test_clusters_check_rows(runjob_home, cluster, runjob_cli):
+    good = attrs.evolve(cluster, name="good")
+    bad = attrs.evolve(cluster, name="bad", default_partition="nope")
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [good, bad])
+    result = subprocess.run([str(Path(os.sys.executable).parent / "runjob"), "clusters", "check", "good", "--json"],
+                            capture_output=True, text=True)
+    data = json.loads(result.stdout)
+    assert result.returncode == 0 and data["ok"], data
+    assert {r["check"] for r in data["checks"]} >= {"connect", "whoami", "squeue -u $USER", "partition", "scratch writable",
+                                                    "free disk on scratch", "account"}
+    result = subprocess.run([str(Path(os.sys.executable).parent / "runjob"), "clusters", "check", "bad", "--json"],
+                            capture_output=True, text=True)
+    rows = {r["check"]: r for r in json.loads(result.stdout)["checks"]}
+    assert result.returncode == 1 and not rows["partition"]["ok"] and "debug" in rows["partition"]["fix"]
+
+
+def test_unknown_host_key_is_refused(runjob_home, cluster, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    from runjob_core.errors import TransportError
+    from runjob_core.ssh import SSHTransport
+
+    with pytest.raises(TransportError, match="not in known_hosts"):
+        SSHTransport(attrs.evolve(cluster, known_hosts=str(empty))).run(["true"])

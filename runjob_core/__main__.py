@@ -1,0 +1,3 @@
+from runjob_core.cli import main
+
+main()

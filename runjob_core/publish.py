@@ -1,0 +1,816 @@
+"""Publish a job's results to the Hugging Face Hub as a dataset, and check what arrived.
+
+* :func:`publish_results`: one commit with the results files and a README.md dataset card that
+  says what the job was (model, benchmark, parameters, runjob id, cluster, source commit, the
+  rendered script, row count, every column).
+* :func:`verify_published`: download the file back from the Hub, count its rows, compare.
+* :class:`IncrementalUploader`: used *inside* a running job to push a growing results file now
+  and then; never raises.
+
+This module imports only the standard library at import time, because jobs import it for
+:class:`IncrementalUploader` in environments that may have nothing else. ``huggingface_hub``,
+``attrs`` and the rest of runjob are imported inside the functions that need them. The records
+(:class:`CardInfo`, :class:`PublishResult`, :class:`VerifyResult`) are frozen attrs classes that
+are created on first access (module ``__getattr__``), so ``from runjob_core.publish import
+CardInfo`` works as usual.
+
+Every Hub call gets ``endpoint=`` and ``token=`` explicitly (``HF_ENDPOINT`` is never relied on).
+The token never appears in a message, an exception or a return value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "CardInfo", "DEFAULT_ENDPOINT", "IncrementalUploader", "PublishResult", "VerifyResult",
+    "publish_results", "render_card", "resolve_token", "verify_published",
+]
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+RESULT_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
+_TABLE_PREFERENCE = (".jsonl", ".parquet", ".csv", ".json")
+_N_SAMPLES = 5
+_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
+
+
+# ----------------------------------------------------------------------------------------------
+# records (frozen attrs classes, defined lazily so that importing this module needs only the stdlib)
+
+_RECORDS: dict[str, type] = {}
+
+
+def _define_records() -> dict[str, type]:
+    if _RECORDS:
+        return _RECORDS
+    import attrs
+
+    def _mapping(v: Any) -> dict:
+        return dict(v or {})
+
+    @attrs.frozen
+    class CardInfo:
+        """What the dataset card says about the job. Only model, benchmark and job_id are required."""
+
+        model: str
+        benchmark: str
+        job_id: str
+        attempts: int = 1
+        parameters: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
+        cluster: str | None = None
+        git_commit: str | None = None  # commit of the user's repository, if the job came from one
+        git_dirty: bool = False
+        git_remote: str | None = None
+        script: str | None = None  # the rendered job script
+        columns: dict[str, str] = attrs.field(factory=dict, converter=_mapping)  # column -> description
+        title: str | None = None
+        description: str | None = None
+        license: str | None = None
+        tags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+        results_file: str | None = None  # the table the card describes; default: the main results file
+
+    @attrs.frozen
+    class PublishResult:
+        repo_id: str
+        url: str
+        revision: str
+        commit_sha: str
+        files: tuple[str, ...] = attrs.field(converter=tuple)
+        rows: int | None
+
+    @attrs.frozen
+    class VerifyResult:
+        ok: bool
+        remote_rows: int | None
+        local_rows: int
+        samples: tuple[dict, ...] = attrs.field(converter=tuple)
+        message: str
+
+    for cls in (CardInfo, PublishResult, VerifyResult):
+        cls.__qualname__ = cls.__name__
+        cls.__module__ = __name__
+        _RECORDS[cls.__name__] = cls
+    globals().update(_RECORDS)
+    return _RECORDS
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("CardInfo", "PublishResult", "VerifyResult"):
+        return _define_records()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# tokens and errors
+
+
+def resolve_token(token: str | None = None) -> str | None:
+    """The explicit token, else ``HF_TOKEN``, else the Hub's saved login (``huggingface_hub.get_token()``)."""
+    if token:
+        return token
+    env = os.environ.get("HF_TOKEN")
+    if env:
+        return env
+    try:
+        from huggingface_hub import get_token
+    except ImportError:
+        return None
+    try:
+        return get_token()
+    except Exception:  # noqa: BLE001 - e.g. an OIDC exchange failing: treat as "no token"
+        return None
+
+
+def _scrub(text: str, token: str | None) -> str:
+    if token:
+        text = text.replace(token, "***")
+    return _TOKEN_RE.sub("hf_***", text)
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _network_error(exc: BaseException) -> BaseException | None:
+    """The connection-level error in ``exc``'s chain, if the Hub could not be reached at all."""
+    try:
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:  # pragma: no cover
+        HfHubHTTPError = ()  # type: ignore[assignment]  # noqa: N806
+    for e in _chain(exc):
+        if isinstance(e, HfHubHTTPError):
+            return None
+        mod = type(e).__module__ or ""
+        names = {c.__name__ for c in type(e).__mro__}
+        if mod.startswith(("httpx", "httpcore")) and names & {"TransportError", "NetworkError", "TimeoutException"}:
+            return e
+        if isinstance(e, (ConnectionError, TimeoutError)) or type(e).__name__ == "gaierror":
+            if "HTTP status" in str(e):  # hf_xet reports server answers as ConnectionError
+                return None
+            return e
+    return None
+
+
+def _status(exc: BaseException) -> int | None:
+    resp = getattr(exc, "response", None)
+    return getattr(resp, "status_code", None)
+
+
+def _first_line(exc: BaseException) -> str:
+    try:
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:  # pragma: no cover
+        HfHubHTTPError = ()  # type: ignore[assignment]  # noqa: N806
+    server = getattr(exc, "server_message", None) if isinstance(exc, HfHubHTTPError) else None
+    text = server or str(exc) or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def describe_hub_error(exc: BaseException, *, endpoint: str, repo_id: str, token: str | None,
+                       revision: str | None = None, filename: str | None = None) -> tuple[str, bool]:
+    """``(one-line message, retryable)`` for an exception from huggingface_hub. Never contains the token."""
+    from huggingface_hub import errors as hf
+
+    org = repo_id.split("/")[0] if "/" in repo_id else repo_id
+    net = _network_error(exc)
+    # the client sometimes wraps the HTTP error (e.g. "Force download failed due to the above error")
+    exc = next((e for e in _chain(exc) if isinstance(e, hf.HfHubHTTPError)), exc)
+    status = _status(exc)
+    if net is not None:
+        reason = _first_line(net)
+        msg, retry = f"cannot reach the Hub at {endpoint}: {type(net).__name__}: {reason}", True
+    elif isinstance(exc, hf.LocalEntryNotFoundError):
+        msg, retry = f"cannot reach the Hub at {endpoint} to download {filename or 'the file'}", True
+    elif status in (401, 403) and not isinstance(exc, (hf.GatedRepoError, hf.RevisionNotFoundError,
+                                                         hf.RemoteEntryNotFoundError)):
+        if status == 401 and isinstance(exc, hf.RepositoryNotFoundError) and token is None:
+            msg = f"no Hugging Face token was sent to {endpoint} (401): set HF_TOKEN to a token with write access to {org}"
+        else:
+            msg = f"the Hub rejected the token for {endpoint} ({status}): set HF_TOKEN to a token with write access to {org}"
+        retry = False
+    elif isinstance(exc, hf.GatedRepoError):
+        msg, retry = f"dataset {repo_id} on {endpoint} is gated: request access or use another token", False
+    elif isinstance(exc, hf.RevisionNotFoundError):
+        msg, retry = f"branch or revision {revision or 'main'!r} not found in dataset {repo_id} on {endpoint}", False
+    elif isinstance(exc, hf.RemoteEntryNotFoundError):
+        msg, retry = f"{filename or 'the file'} not found in dataset {repo_id} on {endpoint}", False
+    elif isinstance(exc, hf.RepositoryNotFoundError):
+        msg = (f"dataset {repo_id} not found on {endpoint} (or the token cannot see it): check the name and that "
+               f"HF_TOKEN can read {org}")
+        retry = False
+    elif isinstance(exc, hf.HfHubHTTPError):
+        msg = f"the Hub at {endpoint} answered {status or 'an error'} for {repo_id}: {_first_line(exc)}"
+        retry = status is None or status >= 500 or status in (408, 429)
+    elif isinstance(exc, ValueError):
+        msg, retry = f"the Hub at {endpoint} refused the request for {repo_id}: {_first_line(exc)}", False
+    else:
+        msg, retry = f"Hub operation on {repo_id} at {endpoint} failed: {type(exc).__name__}: {_first_line(exc)}", True
+    return _scrub(msg, token), retry
+
+
+class _HubErrors:
+    """``with _HubErrors(...):`` turns huggingface_hub / network exceptions into RunjobError."""
+
+    def __init__(self, endpoint: str, repo_id: str, token: str | None, **ctx: Any) -> None:
+        self.endpoint, self.repo_id, self.token, self.ctx = endpoint, repo_id, token, ctx
+
+    def __enter__(self) -> _HubErrors:
+        return self
+
+    def __exit__(self, etype, exc, tb) -> bool:
+        from runjob_core.errors import RunjobError
+
+        if exc is None or isinstance(exc, RunjobError) or not isinstance(exc, Exception):
+            return False
+        msg, _ = describe_hub_error(exc, endpoint=self.endpoint, repo_id=self.repo_id, token=self.token, **self.ctx)
+        # "from None": the client's exception holds the request (with its Authorization header)
+        raise RunjobError(msg) from None
+
+
+def _need_token(token: str | None, endpoint: str, repo_id: str) -> str:
+    from runjob_core.errors import RunjobError
+
+    tok = resolve_token(token)
+    if not tok:
+        org = repo_id.split("/")[0]
+        raise RunjobError(f"no Hugging Face token for {endpoint}: set HF_TOKEN to a token with write access to {org} "
+                          f"(or run `hf auth login`)")
+    return tok
+
+
+def _import_hub():
+    from runjob_core.errors import RunjobError
+
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise RunjobError("publishing to the Hub needs huggingface_hub: pip install 'runjob[hub]'") from None
+    return huggingface_hub
+
+
+# ----------------------------------------------------------------------------------------------
+# publish
+
+
+def _find_files(folder: Path, files: list[str] | None) -> list[tuple[str, Path]]:
+    """``(path in repo, local path)`` for each results file."""
+    from runjob_core.errors import RunjobError
+
+    if files is not None:
+        out = []
+        for f in files:
+            p = Path(f)
+            local = p if p.is_absolute() else folder / p
+            if not local.is_file():
+                raise RunjobError(f"results file not found: {local}")
+            try:
+                rel = local.resolve().relative_to(folder.resolve()).as_posix()
+            except ValueError:
+                rel = local.name  # outside the folder: upload it at the top level
+            out.append((rel, local))
+    else:
+        out = []
+        for local in sorted(folder.rglob("*")):
+            rel = local.relative_to(folder)
+            if (local.is_file() and local.suffix.lower() in RESULT_SUFFIXES
+                    and not any(part.startswith(".") for part in rel.parts)):
+                out.append((rel.as_posix(), local))
+    if not out:
+        raise RunjobError(f"no results files ({', '.join(RESULT_SUFFIXES)}) in {folder}")
+    names = [r for r, _ in out]
+    if "README.md" in names or len(set(names)) != len(names):
+        raise RunjobError("results files must have distinct names other than README.md")
+    return out
+
+
+def _main_table(card: Any, files: list[tuple[str, Path]]) -> tuple[str, Path] | None:
+    from runjob_core.errors import RunjobError
+
+    if card.results_file:
+        for rel, local in files:
+            if rel == card.results_file or local.name == card.results_file:
+                return rel, local
+        raise RunjobError(f"CardInfo.results_file {card.results_file!r} is not among the uploaded files")
+    for suffix in _TABLE_PREFERENCE:
+        cands = [(r, p) for r, p in files if p.suffix.lower() == suffix]
+        if cands:
+            named = [c for c in cands if "result" in c[0].lower()]
+            return (named or cands)[0]
+    return None
+
+
+def _describe_table(path: Path) -> tuple[int | None, dict[str, str], Any]:
+    """(rows, column types, validation report or None) for the card."""
+    from runjob_core import validate
+
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".parquet", ".json"):
+        try:
+            report = validate.validate_results(path)
+        except Exception:  # noqa: BLE001 - a file validate cannot read is still published, just not described
+            return None, {}, None
+        return report.rows, dict(report.columns), report
+    if suffix == ".csv":
+        import csv
+
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            header = next(csv.reader(fh), [])
+        return validate.count_rows(path), {c: "string" for c in header}, None
+    return None, {}, None
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"  # pragma: no cover
+
+
+def _size_category(rows: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                         (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")):
+        if rows < limit:
+            return label
+    return "1B<n<10B"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
+
+
+def render_card(card: Any, *, repo_id: str, files: list[tuple[str, int]], table: str | None, rows: int | None,
+                columns: dict[str, str], report: Any = None) -> str:
+    """The README.md text: YAML metadata, then what the job was and what every column means.
+
+    ``files`` is ``[(path in repo, size in bytes)]``; ``table`` the file ``rows``/``columns`` describe.
+    """
+    import yaml
+
+    meta: dict[str, Any] = {"pretty_name": card.title or f"{card.model} on {card.benchmark}"}
+    if card.license:
+        meta["license"] = card.license
+    tags = ["runjob", "evaluation"] + [t for t in (_slug(card.benchmark),) if t] + list(card.tags)
+    meta["tags"] = list(dict.fromkeys(tags))
+    if rows is not None:
+        meta["size_categories"] = [_size_category(rows)]
+    if table is not None and Path(table).suffix.lower() in (".jsonl", ".parquet", ".csv"):
+        meta["configs"] = [{"config_name": "default", "data_files": [{"split": "train", "path": table}]}]
+    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).strip()
+
+    out = [f"---\n{front}\n---", "", f"# {meta['pretty_name']}", ""]
+    out.append(card.description.strip() if card.description else
+               f"Results of running `{card.model}` on **{card.benchmark}**, produced and published by runjob "
+               f"(job `{card.job_id}`).")
+    out += ["", "## Job", "", "| | |", "|---|---|"]
+    facts = [("Model", f"`{_cell(card.model)}`"), ("Benchmark", _cell(card.benchmark)),
+             ("runjob job", f"`{_cell(card.job_id)}` ({card.attempts} attempt{'s' if card.attempts != 1 else ''})")]
+    if card.cluster:
+        facts.append(("Cluster", _cell(card.cluster)))
+    if card.git_commit:
+        src = f"`{_cell(card.git_commit)}`" + (" (with uncommitted changes)" if card.git_dirty else "")
+        if card.git_remote:
+            src += f" of {_cell(card.git_remote)}"
+        facts.append(("Source commit", src))
+    if rows is not None:
+        facts.append(("Rows", f"{rows:,} (in `{table}`)"))
+    facts.append(("Published", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    out += [f"| {k} | {v} |" for k, v in facts]
+
+    if card.parameters:
+        out += ["", "## Parameters", "", "| Parameter | Value |", "|---|---|"]
+        for k, v in card.parameters.items():
+            val = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+            out.append(f"| `{_cell(k)}` | `{_cell(val)}` |")
+
+    out += ["", "## Files", ""]
+    for name, size in files:
+        out.append(f"- `{name}` ({_size(size)})" + (f": {rows:,} rows" if name == table and rows is not None else ""))
+
+    if columns or card.columns:
+        out += ["", f"## Columns of `{table}`" if table else "## Columns", "",
+                "| Column | Type | Description |", "|---|---|---|"]
+        inferred = False
+        for name, typ in columns.items():
+            doc = card.columns.get(name)
+            if doc:
+                out.append(f"| `{_cell(name)}` | {typ} | {_cell(doc)} |")
+            else:
+                inferred = True
+                out.append(f"| `{_cell(name)}` | {typ} | *inferred: not documented by the job* |")
+        for name, doc in card.columns.items():
+            if name not in columns:
+                out.append(f"| `{_cell(name)}` | (absent) | {_cell(doc)} *(documented but not found in the data)* |")
+        out += ["", "Types are inferred from the data."
+                + (" Columns marked *inferred* have no description from the job." if inferred else "")]
+
+    if report is not None:
+        out += ["", "## Checks", ""]
+        if not report.problems:
+            out.append(f"runjob validated `{table}` before publishing: no problems found.")
+        else:
+            out.append(f"runjob validated `{table}` before publishing "
+                       f"({len(report.errors)} error(s), {len(report.warnings)} warning(s)):")
+            out.append("")
+            out += [f"- **{p.severity}**: {_cell(p.message)}" for p in report.problems]
+        extra = []
+        if report.score_range is not None:
+            extra.append(f"`{report.score_field}` ranges {report.score_range[0]:g}..{report.score_range[1]:g}"
+                         + (f", mean {report.score_mean:.4g}" if report.score_mean is not None else ""))
+        if report.token_range is not None:
+            extra.append(f"`{report.token_field}` ranges {report.token_range[0]}..{report.token_range[1]}")
+        if extra:
+            out += ["", "; ".join(extra) + "."]
+
+    if card.script:
+        fence = "```"
+        while fence in card.script:
+            fence += "`"
+        out += ["", "## Job script", "", "<details>", "<summary>The rendered job script</summary>", "",
+                f"{fence}bash", card.script.rstrip("\n"), fence, "", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def publish_results(
+    folder: Path,
+    repo_id: str,
+    *,
+    card: Any,
+    endpoint: str | None,
+    token: str | None,
+    private: bool = True,
+    revision: str | None = None,
+    files: list[str] | None = None,
+) -> Any:
+    """Create the dataset repo ``repo_id`` (if needed) and commit the results files and a card.
+
+    ``files`` are paths relative to ``folder`` (default: every .jsonl/.parquet/.json/.csv under it).
+    With ``revision``, the branch is created if needed and the commit goes there (canary runs).
+    Returns a :class:`PublishResult`; raises :class:`RunjobError` with a one-line message.
+    """
+    from runjob_core.errors import RunjobError
+
+    rec = _define_records()
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RunjobError(f"results folder not found: {folder}")
+    if not isinstance(card, rec["CardInfo"]):
+        raise TypeError("card must be a CardInfo")
+    endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    hf = _import_hub()
+    tok = _need_token(token, endpoint, repo_id)
+    found = _find_files(folder, files)
+    table = _main_table(card, found)
+    rows, columns, report = _describe_table(table[1]) if table else (None, {}, None)
+    readme = render_card(card, repo_id=repo_id, files=[(r, p.stat().st_size) for r, p in found],
+                         table=table[0] if table else None, rows=rows, columns=columns, report=report)
+
+    api = hf.HfApi(endpoint=endpoint, token=tok, library_name="runjob")
+    ops = [hf.CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(local)) for rel, local in found]
+    ops.append(hf.CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=readme.encode()))
+    with _HubErrors(endpoint, repo_id, tok, revision=revision):
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True, token=tok)
+        if revision:
+            api.create_branch(repo_id, repo_type="dataset", branch=revision, exist_ok=True, token=tok)
+        info = api.create_commit(
+            repo_id, repo_type="dataset", operations=ops, revision=revision, token=tok,
+            commit_message=f"runjob: results of {card.job_id} ({card.model} on {card.benchmark})",
+            commit_description=f"Published by runjob from job {card.job_id}"
+                               + (f" (source commit {card.git_commit})" if card.git_commit else "") + ".",
+        )
+    url = f"{endpoint}/datasets/{repo_id}" + (f"/tree/{revision}" if revision else "")
+    return rec["PublishResult"](repo_id=repo_id, url=url, revision=revision or "main", commit_sha=info.oid,
+                                files=[r for r, _ in found] + ["README.md"], rows=rows)
+
+
+# ----------------------------------------------------------------------------------------------
+# verify
+
+
+def _sample_indices(n: int, k: int = _N_SAMPLES) -> list[int]:
+    k = min(k, n)
+    if k <= 1:
+        return list(range(k))
+    return sorted({round(j * (n - 1) / (k - 1)) for j in range(k)})
+
+
+def _rows_and_samples(path: Path, suffix: str) -> tuple[int, list[dict]]:
+    from runjob_core import validate
+
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        n = pf.metadata.num_rows
+        if not n:
+            return 0, []
+        table = pf.read()
+        return n, [table.slice(i, 1).to_pylist()[0] for i in _sample_indices(n)]
+    if suffix == ".csv":
+        import csv
+
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            rows = list(csv.DictReader(fh))
+        return len(rows), [rows[i] for i in _sample_indices(len(rows))]
+    n = validate.count_rows(path)
+    want = set(_sample_indices(n))
+    samples: list[dict] = []
+    with open(path, "rb") as fh:
+        head = fh.read(4096).lstrip()
+        fh.seek(0)
+        if head.startswith(b"[") and suffix == ".json":
+            try:
+                data = json.load(fh)
+                return len(data), [data[i] for i in sorted(want)]
+            except (ValueError, TypeError, IndexError):
+                fh.seek(0)
+        i = 0
+        for line in fh:
+            if not line.strip():
+                continue
+            if i in want:
+                try:
+                    samples.append(json.loads(line))
+                except ValueError:
+                    samples.append({"_unparsed": line.decode("utf-8", "replace")[:500]})
+            i += 1
+    return n, samples
+
+
+def verify_published(
+    repo_id: str,
+    *,
+    endpoint: str | None,
+    token: str | None,
+    revision: str | None = None,
+    local_rows: int,
+    filename: str,
+) -> Any:
+    """Download ``filename`` from the Hub (fresh, into a temporary cache), count its rows and compare.
+
+    Returns a :class:`VerifyResult` with up to 5 rows sampled evenly (first, ..., last). Raises
+    :class:`RunjobError` if the file cannot be downloaded.
+    """
+    rec = _define_records()
+    endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    hf = _import_hub()
+    tok = resolve_token(token)
+    with tempfile.TemporaryDirectory(prefix="runjob-verify-") as tmp:
+        with _HubErrors(endpoint, repo_id, tok, revision=revision, filename=filename):
+            local = hf.hf_hub_download(repo_id, filename, repo_type="dataset", revision=revision,
+                                       cache_dir=tmp, force_download=True, endpoint=endpoint,
+                                       token=tok if tok else False, library_name="runjob")
+        remote_rows, samples = _rows_and_samples(Path(local), Path(filename).suffix.lower())
+    ok = remote_rows == local_rows
+    where = f"{repo_id}/{filename}" + (f"@{revision}" if revision else "")
+    if ok:
+        message = f"verified: {where} on the Hub has {remote_rows:,} rows, like the local file"
+    else:
+        message = (f"row count mismatch: {where} on the Hub has {remote_rows:,} rows, the local file has "
+                   f"{local_rows:,}")
+    return rec["VerifyResult"](ok=ok, remote_rows=remote_rows, local_rows=local_rows, samples=samples,
+                               message=message)
+
+
+# ----------------------------------------------------------------------------------------------
+# incremental uploads from inside a job
+
+
+class IncrementalUploader:
+    """Push a growing results file to the Hub from inside a job, now and then. Never raises.
+
+    Call :meth:`maybe_upload` as often as you like (e.g. after every row). It uploads only when
+
+    * the file changed since the last upload (size + mtime, then the sha256 of the content), and
+    * a threshold is met: ``every_seconds`` since the last upload, or ``every_rows`` new rows
+      (either one; with neither, every change is uploaded), or ``force=True`` (end of the job).
+
+    Only complete lines are uploaded (a line being written is left for next time, unless
+    ``force``). A Hub error is retried ``max_attempts`` times with exponential backoff
+    (``backoff_seconds``, doubling, at most 30 s); if it persists, the message is kept in
+    :attr:`last_error` (and :attr:`failures` counts), nothing is raised, and the next attempt
+    waits ``retry_after_seconds``. Errors that retrying cannot fix (bad token, missing repo)
+    are not retried.
+
+    Note: the huggingface_hub client itself retries some requests (preupload, LFS) on 5xx for
+    up to ~20 s, so one call can block that long while the Hub is down.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        repo_id: str,
+        *,
+        endpoint: str | None,
+        token: str | None,
+        every_seconds: float | None = None,
+        every_rows: int | None = None,
+        revision: str | None = None,
+        path_in_repo: str | None = None,
+        private: bool = True,
+        max_attempts: int = 3,
+        backoff_seconds: float = 2.0,
+        retry_after_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.path = Path(path)
+        self.repo_id = repo_id
+        self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        self._token = token
+        self.every_seconds = every_seconds
+        self.every_rows = every_rows
+        self.revision = revision
+        self.path_in_repo = path_in_repo or self.path.name
+        self.private = private
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_seconds = backoff_seconds
+        self.retry_after_seconds = retry_after_seconds
+        self._clock, self._sleep = clock, sleep
+        # public state
+        self.last_error: str | None = None
+        self.uploads = 0
+        self.failures = 0
+        self.last_commit: str | None = None
+        self.uploaded_rows = 0
+        # private state
+        self._last_upload_at = clock()
+        self._retry_at: float | None = None
+        self._seen_stat: tuple[int, int] | None = None  # (size, mtime_ns) at the last upload or unchanged check
+        self._last_sha: str | None = None
+        self._counted_bytes = 0  # rows counted incrementally for every_rows
+        self._counted_rows = 0
+        self._repo_ready = False
+
+    def __repr__(self) -> str:  # no token
+        return (f"IncrementalUploader({str(self.path)!r}, {self.repo_id!r}, uploads={self.uploads}, "
+                f"last_error={self.last_error!r})")
+
+    def maybe_upload(self, *, force: bool = False) -> bool:
+        """Upload if due; True if an upload happened. Never raises (except KeyboardInterrupt and the like)."""
+        try:
+            return self._maybe_upload(force)
+        except Exception as e:  # noqa: BLE001 - the job must not die because of the Hub
+            self._failed(f"{type(e).__name__}: {_scrub(str(e), self._token)}")
+            return False
+
+    # -- internals
+
+    def _failed(self, message: str) -> None:
+        self.last_error = message
+        self.failures += 1
+        self._retry_at = self._clock() + self.retry_after_seconds
+
+    def _rows_now(self, size: int) -> int:
+        """Complete lines in the file, counted incrementally (the file is expected to only grow)."""
+        if size < self._counted_bytes:
+            self._counted_bytes = self._counted_rows = 0
+        with open(self.path, "rb") as fh:
+            fh.seek(self._counted_bytes)
+            left = size - self._counted_bytes
+            while left > 0:
+                block = fh.read(min(left, 1 << 20))
+                if not block:
+                    break
+                self._counted_rows += block.count(b"\n")
+                self._counted_bytes += len(block)
+                left -= len(block)
+        return self._counted_rows
+
+    def _due(self, now: float, size: int) -> bool:
+        if self.every_seconds is None and self.every_rows is None:
+            return True
+        if self.every_seconds is not None and now - self._last_upload_at >= self.every_seconds:
+            return True
+        return self.every_rows is not None and self._rows_now(size) - self.uploaded_rows >= self.every_rows
+
+    def _maybe_upload(self, force: bool) -> bool:
+        now = self._clock()
+        if not force and self._retry_at is not None and now < self._retry_at:
+            return False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        stat = (st.st_size, st.st_mtime_ns)
+        if stat == self._seen_stat:
+            return False
+        if not force and not self._due(now, st.st_size):
+            return False
+        with tempfile.TemporaryDirectory(prefix="runjob-upload-") as tmp:
+            snap = Path(tmp) / Path(self.path_in_repo).name
+            sha, rows, size = self._snapshot(snap, st.st_size, whole=force)
+            if size == 0:
+                return False
+            if sha == self._last_sha:
+                self._seen_stat = stat  # touched or rewritten with the same content
+                return False
+            oid = self._upload_with_retries(snap, rows)
+        if oid is None:
+            return False
+        self._seen_stat = stat if size == st.st_size else None
+        self._last_sha = sha
+        self._last_upload_at = self._clock()
+        self._retry_at = None
+        self.uploaded_rows = rows
+        self.uploads += 1
+        self.last_commit = oid
+        self.last_error = None
+        return True
+
+    def _snapshot(self, dest: Path, size: int, *, whole: bool) -> tuple[str, int, int]:
+        """Copy the first ``size`` bytes to ``dest``, cut after the last newline unless ``whole``.
+
+        Returns (sha256, complete rows, bytes copied)."""
+        import hashlib
+
+        end = size if whole else _after_last_newline(self.path, size)
+        h = hashlib.sha256()
+        rows = 0
+        last = b""
+        with open(self.path, "rb") as src, open(dest, "wb") as out:
+            left = end
+            while left > 0:
+                block = src.read(min(left, 1 << 20))
+                if not block:
+                    break
+                left -= len(block)
+                h.update(block)
+                rows += block.count(b"\n")
+                out.write(block)
+                last = block[-1:]
+            copied = end - left
+        if copied and last != b"\n":
+            rows += 1  # a final line without a newline (only with whole=True)
+        return h.hexdigest(), rows, copied
+
+    def _upload_with_retries(self, snap: Path, rows: int) -> str | None:
+        token = resolve_token(self._token)
+        if not token:
+            self._failed(f"no Hugging Face token for {self.endpoint}: set HF_TOKEN")
+            return None
+        self._token = token
+        delay = self.backoff_seconds
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return self._upload(snap, rows, token)
+            except Exception as e:  # noqa: BLE001
+                try:
+                    msg, retryable = describe_hub_error(e, endpoint=self.endpoint, repo_id=self.repo_id, token=token,
+                                                        revision=self.revision, filename=self.path_in_repo)
+                except Exception:  # noqa: BLE001 - huggingface_hub missing or an odd exception
+                    msg, retryable = _scrub(f"{type(e).__name__}: {e}", token), True
+                self.last_error = msg
+                if not retryable or attempt == self.max_attempts:
+                    self._failed(msg)
+                    return None
+                self._sleep(min(delay, 30.0))
+                delay *= 2
+        return None  # pragma: no cover
+
+    def _upload(self, snap: Path, rows: int, token: str) -> str:
+        import huggingface_hub as hf
+
+        api = hf.HfApi(endpoint=self.endpoint, token=token, library_name="runjob")
+        if not self._repo_ready:
+            api.create_repo(self.repo_id, repo_type="dataset", private=self.private, exist_ok=True, token=token)
+            if self.revision:
+                api.create_branch(self.repo_id, repo_type="dataset", branch=self.revision, exist_ok=True,
+                                  token=token)
+            self._repo_ready = True
+        info = api.create_commit(
+            self.repo_id, repo_type="dataset", revision=self.revision, token=token,
+            operations=[hf.CommitOperationAdd(path_in_repo=self.path_in_repo, path_or_fileobj=str(snap))],
+            commit_message=f"runjob: partial results ({rows} rows)",
+        )
+        return info.oid
+
+
+def _after_last_newline(path: Path, size: int) -> int:
+    """Offset just after the last newline within the first ``size`` bytes (0 if there is none)."""
+    with open(path, "rb") as fh:
+        pos = size
+        while pos > 0:
+            step = min(pos, 1 << 16)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return pos - step + i + 1
+            pos -= step
+    return 0
