@@ -28,7 +28,7 @@ def check_cluster(context, name: str) -> list[dict]:
     plugins.require_backend(context.pm, cluster.type, cluster=name)
     rows = _core_checks(context, cluster)
     if all(r.ok for r in rows):
-        caller = plugins.routed(context.pm, "runjob_check_cluster", cluster.type)
+        caller = context.hook("runjob_check_cluster", cluster.type)
         rows += plugins.flatten(caller(cluster=cluster, transport=context.transport(cluster), context=context))
     return [{"check": r.check, "ok": r.ok, "detail": r.detail, "fix": r.fix, "source": r.source} for r in rows]
 

@@ -73,6 +73,7 @@ class RunContext:
     #: The attempt being rendered/submitted, for :func:`runjob_render` and :func:`runjob_submit`.
     current: CurrentAttempt | None = None
     _transports: dict[str, Transport] = attrs.field(factory=dict)
+    _callers: dict[tuple[str, str], Any] = attrs.field(factory=dict)
     _scratch: dict[str, dict[Any, Any]] = attrs.field(factory=dict)
 
     #: The one process runner; plugins call ``context.run(argv, ...)``.
@@ -81,12 +82,19 @@ class RunContext:
     def transport(self, cluster: ClusterConfig) -> Transport:
         cached = self._transports.get(cluster.name)
         if cached is None:
-            from runjob_core.plugins import routed
-
-            caller = routed(self.pm, "runjob_transport", cluster.type)
-            cached = caller(cluster=cluster, context=self) or LocalTransport()
+            cached = self.hook("runjob_transport", cluster.type)(cluster=cluster, context=self) or LocalTransport()
             self._transports[cluster.name] = cached
         return cached
+
+    def hook(self, name: str, backend: str) -> Any:
+        """The caller of hook *name* routed to *backend* (cached: the monitor calls it per job)."""
+        key = (name, backend)
+        caller = self._callers.get(key)
+        if caller is None:
+            from runjob_core.plugins import routed
+
+            caller = self._callers[key] = routed(self.pm, name, backend)
+        return caller
 
     def scratchpad(self, owner: str) -> dict[Any, Any]:
         """A dict a plugin may keep per-invocation state in (e.g. streaming checkers)."""

@@ -343,6 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         self._status = 0
         self._logged = False
+        self._cached_body = None  # a body read early (by the auth check); one per request
         self._body_read = False
         split = urlsplit(self.path)
         raw_path, self.query = split.path, parse_qs(split.query)

@@ -103,7 +103,7 @@ def prepare_attempt(
 
 def render(context: RunContext, job: JobSpec, cluster: ClusterConfig) -> Rendered:
     """Render the script of the attempt in ``context.current``."""
-    caller = plugins.routed(context.pm, "runjob_render", cluster.type)
+    caller = context.hook("runjob_render", cluster.type)
     rendered = caller(job=job, cluster=cluster, templates=templates_for(context), context=context)
     if rendered is None:
         raise RunjobError(f"no plugin rendered a script for backend {cluster.type!r}")
@@ -193,7 +193,7 @@ def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, 
         # Killed while submitting: ask the backend whether the job with this tag exists.
         current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=attempt_row.n, tag=attempt_row.tag,
                                   resume_from=attempt_row.resumed_from, limit=_limit(row, job))
-        found = plugins.routed(context.pm, "runjob_reattach", cluster.type)(job=job, tag=attempt_row.tag, cluster=cluster, context=context)
+        found = context.hook("runjob_reattach", cluster.type)(job=job, tag=attempt_row.tag, cluster=cluster, context=context)
         if found is not None:
             store.record_submission(row.id, attempt_row.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
             context.event(row.id, "reattached", f"found {found.backend_job_id} by its tag {attempt_row.tag}; not submitting again",
@@ -216,7 +216,7 @@ def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, 
     transport = context.transport(cluster)
     try:
         staging.stage(transport, current.layout, job, rendered)
-        submission = plugins.routed(context.pm, "runjob_submit", cluster.type)(
+        submission = context.hook("runjob_submit", cluster.type)(
             job=job, rendered=rendered, cluster=cluster, context=context
         )
     except TransportError as exc:
@@ -267,7 +267,7 @@ def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the 
     if cluster is None:
         raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
     submissions = [a.submission for a in attempts]
-    done = plugins.routed(context.pm, "runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
+    done = context.hook("runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
     for attempt in attempts:
         if attempt.submission.backend_job_id in done:
             context.store.update_attempt(row.id, attempt.n, state="CANCELLED", ended_at=time.time(), reason=reason)
@@ -305,7 +305,7 @@ def collect(context: RunContext, row: JobRow) -> Collected:
     status = JobStatus(state=attempt.state, source="runjob-store", exit_code=attempt.exit_code, reason=attempt.reason)
     dest = results_folder(row)
     dest.mkdir(parents=True, exist_ok=True)
-    caller = plugins.routed(context.pm, "runjob_collect", cluster.type)
+    caller = context.hook("runjob_collect", cluster.type)
     artifacts = plugins.flatten(caller(submission=submission, status=status, dest=dest, context=context))
     problems = []
     for artifact in artifacts:

@@ -55,9 +55,10 @@ class CycleResult:
 def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
     store = context.store
     attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
+    rows = store.get_jobs([a.job_id for a in attempts])
     by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
     for attempt in attempts:
-        by_cluster[store.get_job(attempt.job_id).cluster].append(attempt)
+        by_cluster[rows[attempt.job_id].cluster].append(attempt)
     changed = False
     views: dict[str, JobView] = {}
     for cluster_name, group in by_cluster.items():
@@ -66,11 +67,9 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
             for attempt in group:
                 context.event(attempt.job_id, "warning", f"cluster {cluster_name!r} is not in clusters.yaml; cannot poll", attempt=attempt.n)
             continue
-        submissions = [a.submission for a in group]
+        submissions = [_submission(context, a) for a in group]
         try:
-            statuses = plugins.routed(context.pm, "runjob_poll", cluster.type)(
-                submissions=submissions, cluster=cluster, context=context
-            ) or {}
+            statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
         except TransportError as exc:
             # Transient: the connection dropped; the transport reconnects next cycle.
             for attempt in group:
@@ -80,7 +79,7 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
             status = statuses.get(submission.backend_job_id) or JobStatus(
                 state=LOST, source="runjob-core", reason="the backend did not report this job"
             )
-            if _observe(context, cluster, attempt, submission, status, views):
+            if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views):
                 changed = True
     finished = set()
     for job_id in job_ids or []:
@@ -93,6 +92,15 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
     return CycleResult(changed, views, finished)
 
 
+def _submission(context: RunContext, attempt: AttemptRow) -> Submission:
+    # Parsed once per process: the monitor sees the same attempts every cycle.
+    cache = context.scratchpad("runjob-core:submissions")
+    key = (attempt.job_id, attempt.n, attempt.backend_job_id)
+    if key not in cache:
+        cache[key] = attempt.submission
+    return cache[key]
+
+
 def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | None = None) -> JobView:
     if attempt is None:
         return JobView(job_id, name, 0, "NEW", outcome=outcome)
@@ -100,7 +108,7 @@ def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | Non
                    attempt.step, attempt.rows_done, outcome=outcome)
 
 
-def _observe(context: RunContext, cluster, attempt: AttemptRow, submission: Submission, status: JobStatus,
+def _observe(context: RunContext, cluster, row, attempt: AttemptRow, submission: Submission, status: JobStatus,
              views: dict[str, JobView]) -> bool:
     store = context.store
     changed = False
@@ -112,6 +120,12 @@ def _observe(context: RunContext, cluster, attempt: AttemptRow, submission: Subm
         code = f", exit code {status.exit_code}" if status.exit_code is not None and status.terminal else ""
         context.event(attempt.job_id, "state", f"attempt {attempt.n}: {status.state}{reason}{code}",
                       attempt=attempt.n, source=status.source, state=status.state)
+    # A job still waiting in the queue has no log or progress yet: reading them would
+    # cost two remote reads per queued job per cycle for nothing.
+    waiting = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
+    if waiting and not updates:
+        views[attempt.job_id] = _view(attempt.job_id, row.name, attempt, row.outcome)
+        return False
     if status.state == RUNNING and attempt.started_at is None:
         updates["started_at"] = status.started_at or time.time()
     if status.terminal:
@@ -120,9 +134,6 @@ def _observe(context: RunContext, cluster, attempt: AttemptRow, submission: Subm
         if attempt.started_at is None and status.started_at:
             updates["started_at"] = status.started_at
     transport = context.transport(cluster)
-    # A job still waiting in the queue has no log or progress yet: reading them would
-    # cost two remote reads per queued job per cycle for nothing.
-    waiting = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
     progress = None if waiting else _read_progress(transport, submission)
     if progress:
         for key in ("step", "rows_done"):
@@ -134,11 +145,11 @@ def _observe(context: RunContext, cluster, attempt: AttemptRow, submission: Subm
         changed = True
     findings: list[Finding] = []
     if window or changed or status.terminal:
-        caller = plugins.routed(context.pm, "runjob_check_health", cluster.type)
+        caller = context.hook("runjob_check_health", cluster.type)
         findings = plugins.flatten(caller(submission=submission, status=status, window=window, context=context))
     if updates:
         store.update_attempt(attempt.job_id, attempt.n, **updates)
-    view = _view(attempt.job_id, store.get_job(attempt.job_id).name, store.attempt(attempt.job_id, attempt.n))
+    view = _view(attempt.job_id, row.name, store.attempt(attempt.job_id, attempt.n))
     view.total = progress.get("total") if progress else None
     views[attempt.job_id] = view
     for finding in findings:
@@ -221,7 +232,7 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
-    plan = plugins.routed(context.pm, "runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
+    plan = context.hook("runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
     if plan is None:
         context.event(row.id, "resume_refused", f"{status.state}: the backend cannot resume this job", attempt=attempt.n)
         return

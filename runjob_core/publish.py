@@ -26,7 +26,10 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runjob_core.validate import ValidationReport
 
 __all__ = [
     "CardInfo", "DEFAULT_ENDPOINT", "IncrementalUploader", "PublishResult", "VerifyResult",
@@ -294,7 +297,7 @@ def _find_files(folder: Path, files: list[str] | None) -> list[tuple[str, Path]]
     return out
 
 
-def _main_table(card: Any, files: list[tuple[str, Path]]) -> tuple[str, Path] | None:
+def _main_table(card: CardInfo, files: list[tuple[str, Path]]) -> tuple[str, Path] | None:
     from runjob_core.errors import RunjobError
 
     if card.results_file:
@@ -354,8 +357,8 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
 
 
-def render_card(card: Any, *, repo_id: str, files: list[tuple[str, int]], table: str | None, rows: int | None,
-                columns: dict[str, str], report: Any = None) -> str:
+def render_card(card: CardInfo, *, repo_id: str, files: list[tuple[str, int]], table: str | None,
+                rows: int | None, columns: dict[str, str], report: ValidationReport | None = None) -> str:
     """The README.md text: YAML metadata, then what the job was and what every column means.
 
     ``files`` is ``[(path in repo, size in bytes)]``; ``table`` the file ``rows``/``columns`` describe.
@@ -450,13 +453,13 @@ def publish_results(
     folder: Path,
     repo_id: str,
     *,
-    card: Any,
+    card: CardInfo,
     endpoint: str | None,
     token: str | None,
     private: bool = True,
     revision: str | None = None,
     files: list[str] | None = None,
-) -> Any:
+) -> PublishResult:
     """Create the dataset repo ``repo_id`` (if needed) and commit the results files and a card.
 
     ``files`` are paths relative to ``folder`` (default: every .jsonl/.parquet/.json/.csv under it).
@@ -560,7 +563,7 @@ def verify_published(
     revision: str | None = None,
     local_rows: int,
     filename: str,
-) -> Any:
+) -> VerifyResult:
     """Download ``filename`` from the Hub (fresh, into a temporary cache), count its rows and compare.
 
     Returns a :class:`VerifyResult` with up to 5 rows sampled evenly (first, ..., last). Raises
@@ -760,6 +763,11 @@ class IncrementalUploader:
         return h.hexdigest(), rows, copied
 
     def _upload_with_retries(self, snap: Path, rows: int) -> str | None:
+        try:
+            import huggingface_hub  # noqa: F401
+        except ImportError:
+            self._failed("huggingface_hub is not installed in the job's environment: pip install huggingface_hub")
+            return None
         token = resolve_token(self._token)
         if not token:
             self._failed(f"no Hugging Face token for {self.endpoint}: set HF_TOKEN")

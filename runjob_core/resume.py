@@ -19,7 +19,7 @@ def plan(context, row) -> tuple[ResumePlan, object]:
     if latest.state == COMPLETED:
         raise RunjobError(f"job {row.id} completed; there is nothing to resume")
     status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
-    result = plugins.routed(context.pm, "runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
+    result = context.hook("runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
     if result is None:
         raise RunjobError(f"backend {row.backend!r} cannot resume job {row.id}")
     return result, latest

@@ -13,11 +13,14 @@ job again by its tag instead.
 
 from __future__ import annotations
 
+import base64
+import io
 import logging
 import os
 import select
 import shlex
 import socket
+import tarfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -200,6 +203,24 @@ class SSHTransport(Transport):
             sftp.posix_rename(tmp, path)
 
         self._with_retry(operation)
+
+    def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
+        # One command for the whole job folder: a tar stream on stdin, unpacked remotely.
+        # On a cluster 30 ms away this is 1 round trip instead of ~20 SFTP requests.
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for rel, (text, mode) in sorted(files.items()):
+                data = text.encode()
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+                archive.addfile(info, io.BytesIO(data))
+        encoded = base64.b64encode(buffer.getvalue()).decode()
+        folders = " ".join(shlex.quote(f) for f in (root, *also_make))
+        command = f"mkdir -p {folders} && base64 -d | tar -x -m -C {shlex.quote(root)} -f -"
+        result = self.run_shell(command, input=encoded)
+        if not result.ok:
+            message = f"cannot write the job's files under {root} on {self.cluster.host}: {result.stderr.strip()}"
+            raise TransportError(message)
 
     def put_file(self, local: Path, path: str) -> None:
         def operation() -> None:

@@ -89,17 +89,17 @@ def layout_for(
 
 def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered) -> None:
     """Create the job's folders and put the script, params and job-side library in place."""
-    for folder in (layout.job_dir, _join(layout.lib_dir, "runjob_core"), layout.log_path.rsplit("/", 1)[0]):
-        transport.makedirs(folder)
-    transport.put_text(_join(layout.job_dir, rendered.script_name), rendered.script, mode=0o755)
-    transport.put_text(layout.params_path, json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n")
-    for name, text in rendered.files.items():
-        transport.put_text(_join(layout.job_dir, name), text)
-    # The job imports runjob_core.job; ship it with an empty package __init__ so that the
-    # import works on a node without runjob (and without pluggy, attrs, ...).
     package = importlib.resources.files("runjob_core")
-    transport.put_text(_join(layout.lib_dir, "runjob_core", "__init__.py"), '"""runjob job-side helpers."""\n')
-    transport.put_text(_join(layout.lib_dir, "runjob_core", "job.py"), (package / "job.py").read_text())
+    files = {
+        rendered.script_name: (rendered.script, 0o755),
+        "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
+        # The job imports runjob_core.job; ship it with an empty package __init__ so that
+        # the import works on a node without runjob (and without pluggy, attrs, ...).
+        "lib/runjob_core/__init__.py": ('"""runjob job-side helpers."""\n', 0o644),
+        "lib/runjob_core/job.py": ((package / "job.py").read_text(), 0o644),
+        **{name: (text, 0o644) for name, text in rendered.files.items()},
+    }
+    transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
     if layout.sync_from:
         sync_workdir(transport, Path(layout.sync_from), layout.workdir)
 

@@ -226,6 +226,16 @@ class Store:
             raise JobNotFoundError(f"no job with id {job_id!r} in {self.path}")
         return JobRow(**dict(row))
 
+    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRow]:
+        rows: dict[str, JobRow] = {}
+        unique = list(dict.fromkeys(job_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._db.execute(f"SELECT * FROM jobs WHERE id IN ({marks})", chunk):
+                rows[row["id"]] = JobRow(**dict(row))
+        return rows
+
     def find_job(self, ref: str) -> JobRow:
         """A job by its runjob id, or the latest job with that name."""
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (ref,)).fetchone()

@@ -60,6 +60,19 @@ class Transport(ABC):
     def put_text(self, path: str, text: str, mode: int = 0o644) -> None:
         ...
 
+    def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
+        """Create *root* (and *also_make*) and write *files* (relative path -> (text, mode)).
+
+        A remote transport does this in one round trip; the default writes file by file.
+        """
+        for folder in (root, *also_make):
+            self.makedirs(folder)
+        for rel, (text, mode) in files.items():
+            target = root.rstrip("/") + "/" + rel
+            if "/" in rel:
+                self.makedirs(target.rsplit("/", 1)[0])
+            self.put_text(target, text, mode)
+
     @abstractmethod
     def put_file(self, local: Path, path: str) -> None:
         ...

@@ -43,6 +43,12 @@ def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = ()):
     return show
 
 
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), clusters: Path | None = None):
     from runjob_core import lifecycle
 

@@ -1,0 +1,101 @@
+"""The SLURM backend against the raw tools, on the test cluster (scripts/test-cluster.sh up).
+
+1. `runjob submit --yes` of a small job (a whole CLI process) vs `ssh -p 2222 host sbatch script`
+   (target: at most 1.5x).
+2. One poll cycle over 200 queued jobs vs one raw `squeue` over the same open connection
+   (target: at most 1.5x) and the remote commands per cycle (target: 2 at most).
+3. 50 submissions in one process vs 50 separate `ssh host sbatch` calls (target: at most 0.5x).
+
+Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import median_ms, show, time_call  # noqa: E402
+
+from runjob_core.testing import read_cluster_env, slurm_cluster_config, write_clusters_yaml  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def ssh_argv(env: dict[str, str], command: str) -> list[str]:
+    return ["ssh", "-p", env["RUNJOB_TEST_SSH_PORT"], "-i", env["RUNJOB_TEST_SSH_KEY"], "-o",
+            f"UserKnownHostsFile={env['RUNJOB_TEST_KNOWN_HOSTS']}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+            f"{env['RUNJOB_TEST_SSH_USER']}@{env['RUNJOB_TEST_SSH_HOST']}", command]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--queued", type=int, default=200)
+    args = parser.parse_args()
+    env = read_cluster_env()
+    scratch = env["RUNJOB_TEST_SCRATCH"] + "/runjob-bench"
+    cluster = slurm_cluster_config(env, name="bench", scratch_path=scratch)
+    subprocess.run(ssh_argv(env, f"mkdir -p {scratch} && printf '#!/bin/bash\\ntrue\\n' > {scratch}/plain.sh"), check=True)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        write_clusters_yaml(work / ".runjob" / "clusters.yaml", [cluster])
+        (work / "job.yaml").write_text("name: benchjob\ncluster: bench\ncommand: 'true'\n")
+        env_vars = {**os.environ, "RUNJOB_HOME": str(work / ".runjob")}
+        submit = [str(BIN / "runjob"), "submit", "job.yaml", "--yes", "--new"]
+        raw = ssh_argv(env, f"sbatch --parsable -o /dev/null {scratch}/plain.sh")
+        rows = [
+            ("ssh -p 2222 host sbatch script (new connection)", []),
+            ("runjob submit --yes (new process: load, render, stage, sbatch)", []),
+        ]
+        for _ in range(args.reps):  # interleaved, so load changes hit both alike
+            rows[0][1].extend(time_call(lambda: subprocess.run(raw, check=True, capture_output=True), 1))
+            rows[1][1].extend(time_call(lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True), 1))
+        show("1. submit one small job", rows, target="runjob at most 1.5x ssh sbatch")
+
+        os.chdir(work)
+        os.environ["RUNJOB_HOME"] = str(work / ".runjob")
+        from runjob_core import lifecycle, monitor
+        from runjob_core.config import job_from_mapping
+
+        context = lifecycle.open_context()
+        transport = context.transport(context.clusters["bench"])
+        try:
+            queued_job = job_from_mapping({"name": "queued", "cluster": "bench", "command": "true",
+                                           "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
+            ids = [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
+            monitor.cycle(context, ids)  # first cycle records PENDING states
+            squeue = ["squeue", "-h", "-u", env["RUNJOB_TEST_SSH_USER"], "-t", "all", "-o", "%i|%T|%r"]
+            before = len(transport.commands)
+            cycles = time_call(lambda: monitor.cycle(context, ids), args.reps)
+            per_cycle = (len(transport.commands) - before) / args.reps
+            raws = time_call(lambda: transport.run(squeue), args.reps)
+            show(f"2. one poll cycle over {args.queued} queued jobs (same open connection)", [
+                ("raw squeue -u USER over paramiko", raws),
+                ("runjob monitor cycle (poll + store + health)", cycles),
+            ], target="at most 1.5x")
+            print(f"  remote commands per cycle: {per_cycle:.1f} (target: 2 at most)")
+
+            quick = job_from_mapping({"name": "fifty", "cluster": "bench", "command": "true",
+                                      "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
+            many = time_call(lambda: [lifecycle.submit(context, quick, context.clusters["bench"], new=True) for _ in range(50)], 1)
+            one_ssh = time_call(lambda: subprocess.run(raw, check=True, capture_output=True), 5)
+            estimate = median_ms(one_ssh) * 50
+            print("\n3. 50 submissions")
+            print(f"  50 x ssh host sbatch (5 measured x 50)          {estimate:9.1f} ms")
+            print(f"  runjob: 50 x lifecycle.submit in one process  {many[0] * 1000:9.1f} ms  {many[0] * 1000 / estimate:5.2f}x")
+            print("  target: at most 0.5x")
+        finally:
+            user = shlex.quote(env["RUNJOB_TEST_SSH_USER"])
+            transport.run_shell(f"scancel -u {user} -n queued,fifty,benchjob")
+            context.close()
+
+
+if __name__ == "__main__":
+    main()
