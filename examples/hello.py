@@ -12,7 +12,9 @@ with ResultsWriter("results.jsonl") as out:
     for q in todo:
         if q["id"] in out.done:
             continue
-        response = str(eval(q["prompt"]))
+        # A toy "model": adds correctly, except that it drops a carry now and then.
+        a, b = (int(x) for x in q["prompt"].split(" + "))
+        response = str(a + b - (1 if q["id"] % 7 == 3 else 0))
         out.write({"id": q["id"], "prompt": q["prompt"], "response": response,
                    "score": float(response == str(q["answer"])), "finish_reason": "stop"})
         progress(rows_done=len(out.done), total=len(todo))

@@ -101,8 +101,9 @@ class RunContext:
         return self._scratch.setdefault(owner, {})
 
     def event(self, job_id: str | None, kind: str, message: str, *, source: str = "runjob",
-              attempt: int | None = None, **data: Any) -> EventRow:
-        row = self.store.add_event(job_id, kind, message, source=source, attempt=attempt, data=data or None)
+              attempt: int | None = None, data: dict[str, Any] | None = None, **fields: Any) -> EventRow:
+        merged = {**(data or {}), **fields}
+        row = self.store.add_event(job_id, kind, message, source=source, attempt=attempt, data=merged or None)
         if self.on_event is not None:
             self.on_event(row)
         return row

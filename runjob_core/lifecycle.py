@@ -316,7 +316,8 @@ def collect(context: RunContext, row: JobRow) -> Collected:
             problems.append(f"{artifact.name}: {artifact.data.get('message', artifact.location)}")
         rows = f", {artifact.rows} rows" if artifact.rows is not None else ""
         context.event(row.id, "artifact", f"{artifact.kind} {artifact.name}: {artifact.location}{rows}",
-                      attempt=attempt.n, source=artifact.source, **{k: v for k, v in artifact.data.items() if k != "samples"})
+                      attempt=attempt.n, source=artifact.source, data={"artifact": artifact.kind, "name": artifact.name,
+                      "location": artifact.location, "rows": artifact.rows, **artifact.data})
     if not any(a.kind == "results" for a in artifacts):
         problems.append(f"no results were collected into {dest}")
     context.event(row.id, "collected" if not problems else "collect_failed",

@@ -354,7 +354,7 @@ def _size_category(rows: int) -> str:
 
 
 def _slug(s: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-") if s else ""
 
 
 def render_card(card: CardInfo, *, repo_id: str, files: list[tuple[str, int]], table: str | None,

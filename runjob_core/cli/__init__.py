@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clusters": ("runjob_core.cli.clusters", "List configured clusters; 'clusters check NAME' tests one."),
     "estimate": ("runjob_core.cli.estimate", "Estimate GPU memory for a model and job kind."),
     "health": ("runjob_core.cli.health", "Run the health checks on log files offline."),
+    "publish": ("runjob_core.cli.publish", "Push a results folder to the Hugging Face Hub and verify it."),
+    "reference": ("runjob_core.cli.reference", "Benchmark references: list, show, check a job, scaffold a new one."),
 }
 
 

@@ -1,0 +1,249 @@
+"""Benchmark the streaming log health scanner against grep.
+
+    .venv/bin/python bench/bench_health_scan.py [--size-mb 1024] [--no-grep]
+
+(a) scan_file() with all checkers on a synthetic training log (generated once,
+    cached in /tmp/runjob_health_bench/),
+(b) ``grep -c -E`` with the equivalent ERE list (LC_ALL=C),
+(c) append 1 MB to the log and scan only the new bytes with a scanner
+    positioned at the old end (byte offset + line count, as the runjob monitor
+    keeps them), versus scanning a 1 MB file alone.
+
+The log is mostly HF-Trainer dict prints, tqdm bars redrawn with \\r, plain
+``step N | loss ...`` prints and logging lines, with a few planted events
+(a caught traceback, a NaN loss, NCCL INFO chatter, a CUDA OOM traceback at
+the end).  Prints seconds and the (a)/(b) ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "plugins" / "health" / "src"))
+
+from runjob_health._scan import LogScanner, scan_file  # noqa: E402
+
+CACHE = Path("/tmp/runjob_health_bench")
+
+# grep -E equivalents of the scanner's label patterns (same literals/regexes,
+# POSIX ERE spelling).  Traceback/Killed/truncation bookkeeping is stateful in
+# the scanner; grep gets their trigger lines.
+ERE = [
+    # cuda_oom
+    r"(CUDA|HIP) out of memory", r"MPS backend out of memory", r"CUDA error: out of memory",
+    r"cuda runtime error \(2\) : out of memory", r"THCudaCheck FAIL.*out of memory",
+    r"torch\.(cuda\.)?OutOfMemoryError", r"OutOfMemoryError: CUDA", r"CU(BLAS|DNN)_STATUS_ALLOC_FAILED",
+    r"CUDA_ERROR_OUT_OF_MEMORY", r"cudaErrorMemoryAllocation", r"No available memory for the cache blocks",
+    r"larger than the maximum number of tokens that can be stored in KV cache",
+    r"KV cache is needed, which is larger than the available KV cache memory", r"RESOURCE_EXHAUSTED: Out of memory",
+    # host_oom
+    r"Detected [0-9]+ oom[-_ ]?kill event", r"OOM ?Killed", r"\bOut Of Memory\b", r"\bexceeded memory limit\b",
+    r"Exceeded (job|step) memory limit", r"Out of memory: Kill(ed)? process", r"Memory cgroup out of memory",
+    r"is killed by signal: Killed", r"DefaultCPUAllocator: (can't allocate memory|not enough memory)",
+    r"(^|[^A-Za-z])MemoryError\b", r"(^|[[:space:]:])Killed([[:space:]]|$)",
+    # nan_loss
+    r"[A-Za-z0-9_/.[-]*(loss|Loss|LOSS|grad[_ ]?norm|gradnorm)[A-Za-z0-9_/.]-]*['\"]?]?([[:space:]]*[:=][[:space:]]*|[[:space:]]+)['\"]?(tensor\()?[-+]?(nan|NaN|NAN|inf|Inf|Infinity|infinity)([^A-Za-z0-9_.]|$)",
+    r"\b[Ll]oss (is|became|becomes|went to) [-+]?(nan|NaN|inf|Inf)\b", r"returned nan values", r"found NaN in",
+    r"Current loss scale already at minimum",
+    # time_limit / preempted / node_fail
+    r"DUE TO (TIME LIMIT|PREEMPTION|NODE FAILURE)", r"PBS: job killed: walltime [0-9]+ exceeded limit",
+    r"TERM_(RUNLIMIT|PREEMPT)", r"[Ss]pot ([Ii]nstance )?[Ii]nterruption", r"[Ii]nstance is going to be interrupted",
+    r"\b([Cc]luster|[Ii]nstance|[Jj]ob|[Nn]ode|VM|[Pp]od|[Ww]orker|[Tt]ask) (is |was |has been |got )?preempted\b",
+    r"\bPreempted\b", r"\bNODE_FAIL\b", r"\b[Nn]ode [Ff]ailure\b", r"NVRM: Xid", r"\bXid \(PCI:",
+    r"[Uu]ncorrectable ECC", r"ECC_UNCORRECTABLE", r"cudaErrorECCUncorrectable", r"fallen off the bus", r"GPU is lost",
+    # nccl_error
+    r"Watchdog caught collective operation timeout", r"NCCL [Ee]rror",
+    r"\bnccl(Internal|System|UnhandledCuda|InvalidUsage|InvalidArgument|Remote)Error\b",
+    r"\[E[0-9 :.]{0,40}ProcessGroupNCCL", r"DistBackendError", r"Some NCCL operations have failed or timed out",
+    r"NCCL communicator was aborted", r"NCCL WARN",
+    # disk_full
+    r"No space left on device", r"\[Errno (28|122)\]", r"\bENOSPC\b", r"[Dd]isk quota exceeded",
+    r"Not enough (free )?disk space",
+    # hub_auth_error
+    r"\b40[13] Client Error", r"Invalid user token", r"Invalid credentials in Authorization header", r"GatedRepoError",
+    r"Cannot access gated repo", r"You are trying to access a gated repo", r"Access to model [^ ]+ is restricted",
+    r"Repo model [^ ]+ is gated", r"RepositoryNotFoundError", r"Repository Not Found for url", r"Unauthorized for url",
+    r"LocalTokenNotFoundError",
+    # submit_error
+    r"\bsbatch: error:", r"\bsalloc: error: Job submit/allocate failed", r"Batch job submission failed",
+    r"\bsrun: error: Unable to allocate resources",
+    # import_error
+    r"\b(ModuleNotFoundError|ImportError)\b(:|$)", r"\bNo module named ['\"]", r": command not found",
+    r"execve\(\): [^ ]+: No such file or directory",
+    # traceback + truncation triggers
+    r"Traceback \(most recent call last\)", r"File \"[^\"]*\", line [0-9]+",
+    r"finish_reason['\"]?[[:space:]]*[:=]",
+]
+
+_WORDS = ("the model is warming up", "saving tokenizer files", "loading checkpoint shards",
+          "using information from config", "running inference on eval split", "gradient accumulation enabled")
+
+
+def _lines(rng: random.Random):
+    step = 0
+    while True:
+        step += 1
+        k = rng.random()
+        if k < 0.30:
+            yield ("{'loss': %.4f, 'grad_norm': %.4f, 'learning_rate': %.3e, 'epoch': %.2f}\n"
+                   % (rng.uniform(0.5, 3), rng.uniform(0.1, 5), rng.uniform(1e-6, 3e-5), step / 10000))
+        elif k < 0.55:
+            pct = step % 100
+            bar = "\u2588" * (pct // 10) + " " * (10 - pct // 10)
+            s = "\r%3d%%|%s| %d/%d [%02d:%02d<%02d:%02d, %.2fit/s]" % (
+                pct, bar, step, 100000, step // 3600 % 60, step // 60 % 60, rng.randint(0, 59), rng.randint(0, 59),
+                rng.uniform(0.5, 5))
+            yield s + ("\n" if rng.random() < 0.2 else "")
+        elif k < 0.78:
+            yield ("step %d | loss %.4f | lr %.2e | tokens/s %d | mem %.1fGB\n"
+                   % (step, rng.uniform(0.5, 3), rng.uniform(1e-6, 3e-4), rng.randint(1000, 50000), rng.uniform(10, 70)))
+        elif k < 0.95:
+            yield ("[INFO|trainer.py:%d] 2024-05-01 12:%02d:%02d,%03d >> Saving model checkpoint to /scratch/out/checkpoint-%d\n"
+                   % (rng.randint(100, 4000), rng.randint(0, 59), rng.randint(0, 59), rng.randint(0, 999), step))
+        else:
+            yield ("[rank%d]: %s (step %d)\n" % (rng.randint(0, 7), rng.choice(_WORDS), step))
+
+
+CAUGHT_TB = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/wandb/sdk/internal/file_stream.py", line 255, in _thread_body\n'
+    "    self._send(ready_chunks)\n"
+    "requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed connection'))\n"
+)
+NCCL_INFO = "node17-2:36748:36748 [0] NCCL INFO Channel 00/24 :    0   1   2   3   4   5   6   7\n"
+NAN_LINE = "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1.2e-05, 'epoch': 3.41}\n"
+OOM_TB = (
+    "Traceback (most recent call last):\n"
+    '  File "/workspace/train.py", line 211, in <module>\n'
+    "    trainer.train()\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB\n"
+)
+
+
+def generate(path: Path, size: int, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    gen = _lines(rng)
+    plants = {int(size * 0.10): CAUGHT_TB, int(size * 0.50): NCCL_INFO * 50, int(size * 0.70): NAN_LINE}
+    marks = sorted(plants)
+    tmp = path.with_suffix(".tmp")
+    written = 0
+    with open(tmp, "wb") as f:
+        buf = []
+        blen = 0
+        while written + blen < size:
+            s = next(gen).encode()
+            buf.append(s)
+            blen += len(s)
+            if marks and written + blen >= marks[0]:
+                s = plants[marks.pop(0)].encode()
+                buf.append(s)
+                blen += len(s)
+            if blen > (4 << 20):
+                f.write(b"".join(buf))
+                written += blen
+                buf, blen = [], 0
+        f.write(b"".join(buf))
+        f.write(b"\n" + OOM_TB.encode())
+    os.replace(tmp, path)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t, r
+
+
+def scan_with_count(path: Path, chunk: int = 8 << 20):
+    sc = LogScanner()
+    hits = []
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            hits += sc.feed(b)
+    hits += sc.finish()
+    return hits, sc.lines_seen
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size-mb", type=int, default=1024)
+    ap.add_argument("--no-grep", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+
+    CACHE.mkdir(exist_ok=True)
+    log = CACHE / f"train_{args.size_mb}mb.log"
+    if not log.exists():
+        print(f"generating {log} ({args.size_mb} MB) ...", flush=True)
+        t, _ = timed(lambda: generate(log, args.size_mb << 20))
+        print(f"  generated in {t:.1f}s", flush=True)
+    size = log.stat().st_size
+    print(f"log: {log} {size / 2**20:.0f} MiB")
+
+    # warm the page cache so neither side pays for disk reads
+    with open(log, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+    ta = []
+    for _ in range(args.repeat):
+        t, hits = timed(lambda: scan_file(log))
+        ta.append(t)
+    t_a = min(ta)
+    print(f"(a) scan_file, all checkers : {t_a:8.2f} s  ({size / 2**20 / t_a:7.1f} MiB/s)  hits={len(hits)}")
+    for h in hits:
+        print(f"      line {h.line}: {h.label} {h.severity}/{h.action}: {h.text[:90]}")
+
+    t_b = None
+    if not args.no_grep and shutil.which("grep"):
+        pats = CACHE / "ere.txt"
+        pats.write_text("\n".join(ERE) + "\n")
+        env = dict(os.environ, LC_ALL="C")
+        tb = []
+        for _ in range(args.repeat):
+            t, out = timed(lambda: subprocess.run(["grep", "-c", "-E", "-f", str(pats), str(log)],
+                                                  capture_output=True, text=True, env=env))
+            tb.append(t)
+        t_b = min(tb)
+        print(f"(b) grep -c -E ({len(ERE)} EREs)   : {t_b:8.2f} s  ({size / 2**20 / t_b:7.1f} MiB/s)  "
+              f"matching lines={out.stdout.strip()} rc={out.returncode} {out.stderr.strip()[:200]}")
+        print(f"    ratio (a)/(b) = {t_a / t_b:.2f}x  (target <= 3x)")
+
+    # (c) incremental: append 1 MiB, scan only the new bytes from the old end
+    _, old_lines = scan_with_count(log)
+    one = CACHE / "one_mb.log"
+    generate(one, 1 << 20, seed=2)
+    extra = one.read_bytes()
+    old_size = size
+    try:
+        with open(log, "ab") as f:
+            f.write(extra)
+
+        def incremental():
+            sc = LogScanner(start_line=old_lines)
+            with open(log, "rb") as f:
+                f.seek(old_size)
+                hs = sc.feed(f.read())
+            return hs + sc.finish()
+
+        t_c, hc = timed(incremental)
+    finally:
+        os.truncate(log, old_size)
+    t_1, h1 = timed(lambda: scan_file(one))
+    print(f"(c) +1 MiB via feed() at old end: {t_c * 1000:8.2f} ms (hits={len(hc)}, first line {hc[0].line if hc else '-'}); "
+          f"1 MiB file alone: {t_1 * 1000:.2f} ms (hits={len(h1)})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
