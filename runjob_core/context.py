@@ -28,7 +28,6 @@ class CurrentAttempt:
     resume_from: str | None = None
     resume_env: dict[str, str] = attrs.field(factory=dict)
     limit: int | None = None
-    upload_repo: str | None = None
 
     def submission(self, *, backend: str, cluster: str, backend_job_id: str, source: str,
                    extra: dict[str, str] | None = None) -> Submission:
@@ -51,7 +50,7 @@ class CurrentAttempt:
             "checkpoint_dir": layout.checkpoint_dir, "progress_path": layout.progress_path,
             "params_path": layout.params_path, "log_path": layout.log_path, "lib_dir": layout.lib_dir,
             "cache_dir": layout.cache_dir, "scratch": layout.scratch, "resume_from": self.resume_from or "",
-            "resume_env": self.resume_env, "limit": self.limit, "upload_repo": self.upload_repo,
+            "resume_env": self.resume_env, "limit": self.limit,
         }
 
 

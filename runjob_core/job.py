@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set
 
-__all__ = ["ResultsWriter", "progress", "checkpoint_saved", "latest_checkpoint", "limit", "on_preempt_signal", "results_dir"]
+__all__ = ["ResultsWriter", "progress", "checkpoint_saved", "latest_checkpoint", "limit", "on_preempt_signal", "results_dir",
+           "uploader"]
 
 COMPLETE_MARKER = ".runjob_complete"
 
@@ -179,3 +180,37 @@ def on_preempt_signal(handler: Callable[[], None], signum: int = signal.SIGUSR1)
     The handler should save a checkpoint and exit; runjob resumes the job from it.
     """
     signal.signal(signum, lambda _signum, _frame: handler())
+
+
+def _parse_every(text: str) -> "tuple[Optional[float], Optional[int]]":
+    """``upload.every``: '10m', '1h', '90s' -> seconds; '500 rows' or '500' -> rows."""
+    text = text.strip().lower()
+    if not text:
+        return None, None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if text[-1] in units and text[:-1].strip().replace(".", "", 1).isdigit():
+        return float(text[:-1]) * units[text[-1]], None
+    number = text.split()[0]
+    return (None, int(number)) if number.isdigit() else (None, None)
+
+
+def uploader(path: "str | os.PathLike[str]" = "results.jsonl"):
+    """An incremental Hub uploader for *path* configured from the job spec's ``upload:``.
+
+    Returns None when the job has no ``upload.repo``. Call ``.maybe_upload()`` after each
+    row or batch: it pushes when ``upload.every`` (minutes or rows) has passed and the
+    file changed, retries Hub errors with backoff, and never raises (the error is kept in
+    ``.last_error``), so a Hub outage does not kill the job. The token comes from HF_TOKEN
+    in the job's environment, never from the script. Needs huggingface_hub on the node.
+    """
+    repo = os.environ.get("RUNJOB_UPLOAD_REPO")
+    if not repo:
+        return None
+    from runjob_core.publish import IncrementalUploader
+
+    seconds, rows = _parse_every(os.environ.get("RUNJOB_UPLOAD_EVERY", ""))
+    target = Path(path)
+    target = target if target.is_absolute() else results_dir() / target
+    return IncrementalUploader(target, repo, endpoint=os.environ.get("RUNJOB_UPLOAD_ENDPOINT") or None, token=None,
+                               every_seconds=seconds if seconds or rows else 600.0, every_rows=rows,
+                               revision=os.environ.get("RUNJOB_UPLOAD_REVISION") or None)

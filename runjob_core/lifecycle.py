@@ -95,7 +95,7 @@ def prepare_attempt(
     layout = staging.layout_for(job, cluster, job_id, attempt, transport, context.state_dir)
     current = CurrentAttempt(
         job_id=job_id, attempt=attempt, tag=tag, layout=layout, resume_from=resume_from,
-        resume_env=resume_env or {}, limit=limit, upload_repo=job.upload.repo,
+        resume_env=resume_env or {}, limit=limit,
     )
     context.current = current
     return current

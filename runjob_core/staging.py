@@ -97,6 +97,9 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
         # the import works on a node without runjob (and without pluggy, attrs, ...).
         "lib/runjob_core/__init__.py": ('"""runjob job-side helpers."""\n', 0o644),
         "lib/runjob_core/job.py": ((package / "job.py").read_text(), 0o644),
+        # publish.py imports only the standard library at the top (huggingface_hub lazily),
+        # for runjob_core.job.uploader().
+        "lib/runjob_core/publish.py": ((package / "publish.py").read_text(), 0o644),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
     }
     transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))

@@ -62,3 +62,27 @@ def test_publish_command(runjob_home, hub, h, tmp_path):
                  tmp_path / "hf")
     data = json.loads(result.stdout)
     assert result.returncode == 0 and data["verified"] and data["remote_rows"] == 12 and len(data["samples"]) >= 3
+
+
+def test_incremental_upload_during_a_running_local_job(runjob_home, hub, h, tmp_path):
+    (runjob_home / "grow.py").write_text(
+        "import time\n"
+        "from runjob_core.job import ResultsWriter, uploader\n"
+        "up = uploader('results.jsonl')\n"
+        "with ResultsWriter('results.jsonl') as out:\n"
+        "    for i in range(12):\n"
+        "        out.write({'id': i, 'response': 'ok.', 'score': i % 2})\n"
+        "        out.sync()\n"
+        "        up.maybe_upload()\n"
+        "        time.sleep(0.1)\n"
+        "print('uploads', up.uploads, 'error', up.last_error)\n"
+    )
+    spec = {"name": "grow", "command": f"{sys.executable} grow.py",  # a Python with huggingface_hub
+            "upload": {"repo": "tester/grow", "endpoint": hub.url, "every": "4 rows"}}
+    (runjob_home / "grow.yaml").write_text(yaml.safe_dump(spec))
+    result = run(["run", "grow.yaml", "--yes"], runjob_home, h.token, tmp_path / "hf")
+    assert result.returncode == 0, result.stderr
+    log = run(["logs", "grow"], runjob_home, h.token, tmp_path / "hf").stdout
+    assert "error None" in log
+    # Partial pushes during the job (every 4 rows), then the final publish at collect.
+    assert len(hub.commits("tester/grow")) >= 3
