@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set
 
 __all__ = ["ResultsWriter", "progress", "checkpoint_saved", "latest_checkpoint", "limit", "on_preempt_signal", "results_dir",
-           "uploader"]
+           "uploader", "should_stop", "RESUME_EXIT_CODE"]
 
 COMPLETE_MARKER = ".runjob_complete"
 
@@ -174,12 +174,32 @@ def latest_checkpoint(root: "str | os.PathLike[str] | None" = None) -> Optional[
     return best
 
 
-def on_preempt_signal(handler: Callable[[], None], signum: int = signal.SIGUSR1) -> None:
-    """Call *handler* when the scheduler warns that time is almost up (``--signal=B:USR1@N``).
+#: Exit code meaning "stopped early on purpose, resume me": runjob resumes such a job like
+#: one that hit its time limit (EX_TEMPFAIL from sysexits.h).
+RESUME_EXIT_CODE = 75
 
-    The handler should save a checkpoint and exit; runjob resumes the job from it.
+_stop_requested = False
+
+
+def on_preempt_signal(handler: Optional[Callable[[], None]] = None, signum: int = signal.SIGUSR1) -> None:
+    """React when the scheduler warns that time is almost up (``--signal=B:USR1@N``).
+
+    With *handler*, it is called from the signal (save a checkpoint, then
+    ``sys.exit(RESUME_EXIT_CODE)``). Without, :func:`should_stop` turns true and the job's
+    loop saves and exits at its next step, which is safer inside library code.
     """
-    signal.signal(signum, lambda _signum, _frame: handler())
+    def on_signal(_signum: int, _frame: object) -> None:
+        global _stop_requested
+        _stop_requested = True
+        if handler is not None:
+            handler()
+
+    signal.signal(signum, on_signal)
+
+
+def should_stop() -> bool:
+    """True once the time-limit warning arrived: save, then ``sys.exit(RESUME_EXIT_CODE)``."""
+    return _stop_requested
 
 
 def _parse_every(text: str) -> "tuple[Optional[float], Optional[int]]":

@@ -18,9 +18,12 @@ from runjob_core import lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import (
-    ACTIVE_STATES, COMPLETED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
+    ACTIVE_STATES, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
 )
 from runjob_core.store import AttemptRow
+
+#: runjob_core.job.RESUME_EXIT_CODE: the job stopped early on purpose and wants resuming.
+RESUME_EXIT_CODE = 75
 
 #: Read at most this much new log per job per cycle; the rest comes next cycle.
 MAX_WINDOW_BYTES = 8 << 20
@@ -208,6 +211,11 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
         return
     if status.state in RESUMABLE_STATES and not stops:
         _maybe_resume(context, row, attempt, status, view)
+    elif status.state == FAILED and not stops and any(f.action == "retry" for f in findings):
+        _maybe_retry(context, row, attempt, status, findings, view)
+    elif status.state == FAILED and status.exit_code == RESUME_EXIT_CODE and not stops:
+        # The job saved on the time-limit warning and asked to be resumed.
+        _maybe_resume(context, row, attempt, attrs.evolve(status, state=TIMEOUT, reason="stopped early to resume"), view)
 
 
 def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStatus, view: JobView) -> None:
@@ -242,6 +250,42 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
     context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
     try:
         lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env))
+    except RunjobError as exc:
+        context.event(row.id, "resume_failed", f"resubmission failed: {exc}", attempt=attempt.n)
+        return
+    view.state = "RESUBMITTED"
+
+
+def _crash_signature(context: RunContext, job_id: str, n: int) -> set[str]:
+    """The error lines of an attempt's findings: the same set twice means a deterministic crash."""
+    events = context.store.events(job_id, kinds=("finding",))
+    return {e.data.get("text") or e.message for e in events if e.attempt == n and e.data.get("severity") == "error"}
+
+
+def _maybe_retry(context: RunContext, row, attempt: AttemptRow, status: JobStatus, findings: list[Finding],
+                 view: JobView) -> None:
+    """A transient failure (NCCL timeout, a dropped filesystem): resubmit from the checkpoint,
+    within ``resume.max_failures``, unless it crashed the same way as the attempt before."""
+    policy = row.spec.resume
+    attempts = context.store.attempts(row.id)
+    failures = sum(1 for a in attempts if a.state == FAILED)
+    labels = ", ".join(sorted({f.label for f in findings if f.action == "retry"}))
+    if not policy.auto or failures > policy.max_failures or len(attempts) >= policy.max_attempts:
+        message = f"FAILED ({labels}): not retrying, resume.max_failures={policy.max_failures} is spent"
+        context.store.set_job(row.id, outcome=message)
+        context.event(row.id, "resume_refused", message, attempt=attempt.n)
+        return
+    if attempt.n > 1 and _crash_signature(context, row.id, attempt.n) == _crash_signature(context, row.id, attempt.n - 1):
+        message = f"FAILED ({labels}) with the same error as attempt {attempt.n - 1}: a deterministic crash, not retrying"
+        context.store.set_job(row.id, outcome=message)
+        context.event(row.id, "resume_refused", message, attempt=attempt.n)
+        return
+    latest = context.store.attempt(row.id, attempt.n)
+    plan = context.hook("runjob_resume", row.backend)(submission=_submission(context, latest), status=status, context=context)
+    context.event(row.id, "resuming", f"Job failed with a transient error ({labels}). Retrying from "
+                  f"{plan.checkpoint or 'its results so far'}.", attempt=attempt.n)
+    try:
+        lifecycle.resubmit(context, row, resume_from=plan.checkpoint if plan else None, resume_env=dict(plan.env) if plan else {})
     except RunjobError as exc:
         context.event(row.id, "resume_failed", f"resubmission failed: {exc}", attempt=attempt.n)
         return

@@ -1,0 +1,104 @@
+"""Checkpoint and resume on the local backend, with real processes and real time limits."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runjob_core import lifecycle, monitor
+from runjob_core.config import job_from_mapping
+
+JOB_SCRIPT = Path(__file__).parent / "data" / "jobs" / "rows_job.py"
+
+
+@pytest.fixture
+def ctx(runjob_home):
+    shutil.copy(JOB_SCRIPT, runjob_home / "rows_job.py")
+    context = lifecycle.open_context()
+    yield context
+    context.close()
+
+
+def run_to_end(ctx, raw):
+    job = job_from_mapping(raw, source=f"{raw['name']}.yaml", base_dir=str(Path.cwd()))
+    row, _ = lifecycle.submit(ctx, job, lifecycle.cluster_for(ctx, job))
+    monitor.watch(ctx, [row.id], min_interval=0.2, max_interval=1.0)
+    return ctx.store.get_job(row.id)
+
+
+def rows_of(ctx, row):
+    submission = ctx.store.latest_attempt(row.id).submission
+    lines = Path(submission.results_dir, "rows.jsonl").read_text().splitlines()
+    return [json.loads(line)["id"] for line in lines]
+
+
+def test_time_limit_is_resumed_until_every_row_is_written_once(ctx):
+    row = run_to_end(ctx, {"name": "steady", "command": f"{sys.executable} rows_job.py 300 0.01",
+                           "resources": {"time": "0:02"}})
+    attempts = ctx.store.attempts(row.id)
+    ids = rows_of(ctx, row)
+    assert sorted(ids) == list(range(300)) and len(ids) == 300
+    assert attempts[-1].state == "COMPLETED" and 2 <= len(attempts) <= 4
+    assert [a.state for a in attempts[:-1]] == ["TIMEOUT"] * (len(attempts) - 1)
+    assert all(b.rows_done > a.rows_done for a, b in zip(attempts, attempts[1:]))
+    messages = [e.message for e in ctx.store.events(row.id, kinds=("resuming",))]
+    assert messages and "timed out after" in messages[0] and "Resuming from" in messages[0]
+
+
+def test_no_progress_stops_after_two_attempts(ctx):
+    row = run_to_end(ctx, {"name": "stuck", "command": "sleep 30", "resources": {"time": "0:01"}})
+    attempts = ctx.store.attempts(row.id)
+    assert [a.state for a in attempts] == ["TIMEOUT", "TIMEOUT"]
+    assert "no progress" in row.outcome
+
+
+def test_torn_line_from_a_kill_is_repaired_on_resume(ctx, runjob_cli):
+    from runjob_core import resume
+
+    row = run_to_end(ctx, {"name": "torn", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25"})
+    first = ctx.store.latest_attempt(row.id)
+    assert first.state == "FAILED" and first.exit_code == 137
+    plan, _ = resume.plan(ctx, row)
+    resume.resubmit(ctx, row, plan)
+    monitor.watch(ctx, [row.id], min_interval=0.2, max_interval=1.0)
+    ids = rows_of(ctx, ctx.store.get_job(row.id))
+    assert sorted(ids) == list(range(40)) and 99999 not in ids
+    log = Path(ctx.store.latest_attempt(row.id).submission.log_path).read_text()
+    assert "already done: 25, repaired bytes: 40" in log
+
+
+def test_checkpoint_without_marker_is_skipped_for_the_previous_one(ctx):
+    from runjob_core import resume
+
+    row = run_to_end(ctx, {"name": "ckpt", "command": f"{sys.executable} rows_job.py 160 0.005 --checkpoints",
+                           "resources": {"time": "0:20"}, "resume": {"auto": False}})
+    submission = ctx.store.latest_attempt(row.id).submission
+    folder = Path(submission.checkpoint_dir)
+    assert sorted(p.name for p in folder.iterdir()) == ["step-100", "step-150", "step-50"]
+    # Cut step-150 as a kill mid-save would: its files are there, its marker is not.
+    (folder / "step-150" / ".runjob_complete").unlink()
+    (folder / "step-100" / "state.json").write_text('{"rows": 1')  # and truncate step-100's file
+    ctx.store.update_attempt(row.id, 1, state="TIMEOUT")
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    assert plan.checkpoint == str(folder / "step-50") and plan.step == 50
+
+
+def test_manual_resume_refuses_a_completed_job(ctx):
+    from runjob_core import resume
+    from runjob_core.errors import RunjobError
+
+    row = run_to_end(ctx, {"name": "done", "command": "true"})
+    with pytest.raises(RunjobError, match="completed"):
+        resume.plan(ctx, row)
+
+
+def test_resume_keeps_the_spec_hash(ctx):
+    row = run_to_end(ctx, {"name": "hash", "command": f"{sys.executable} rows_job.py 120 0.01",
+                           "resources": {"time": "0:01"}, "params": {"lr": 0.1}})
+    assert len(ctx.store.attempts(row.id)) >= 2
+    from runjob_core.config import spec_hash
+
+    assert spec_hash(ctx.store.get_job(row.id).spec) == row.spec_hash
