@@ -361,6 +361,8 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
             problems.append(f"invalid environment variable name {key!r} at $.env in {label}")
     if not job.command.strip():
         problems.append(f"empty command at $.command in {label}")
+    if "RUNJOB_COMMAND_END" in job.command.splitlines():
+        problems.append(f"the line RUNJOB_COMMAND_END at $.command in {label} is reserved by the training template")
     return problems
 
 

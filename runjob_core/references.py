@@ -1,0 +1,1110 @@
+"""Benchmark references: how to evaluate a benchmark right, and what to check in a job spec.
+
+A reference is a Markdown file with YAML front matter. The front matter names the
+benchmark and holds the machine-checkable rules; the body is for people (and agents):
+evaluation method, pitfalls, prompt format, setup checklist. ``runjob`` finds references
+in three places, and the first one that knows a name wins:
+
+1. the project: ``.runjob/references/*.md``, then the seed layout
+   ``.claude/references/datasets_and_tasks/`` with its ``datasets_and_tasks_map.md`` index
+   (source ``"project"``);
+2. plugins, through the ``runjob_references`` hook (source: the plugin's name);
+3. the pack shipped in ``runjob_core/data/references/`` (source ``"runjob-core"``).
+
+File format
+===========
+
+.. code-block:: markdown
+
+    ---
+    name: GSM8K                          # required; what `benchmark:` in job.yaml names
+    aliases: [gsm8k, openai/gsm8k]       # other names, HF dataset ids, harness task names
+    description: one line                # optional
+    tags: [math, reasoning]              # optional
+    dataset: openai/gsm8k (main, test)   # optional, free text
+    sources: [https://arxiv.org/abs/...] # where every claim below comes from
+    scoring: exact match after extracting the number after '####'
+    prompt_format: "Q: ... A:" with 8 CoT exemplars
+    num_fewshot: 8                       # an integer, a list of accepted counts, or null
+    expected_max_tokens: {non_reasoning: 512, reasoning: 8192}   # or one integer
+    rules: [...]                         # see below
+    ---
+    # GSM8K
+    ## Evaluation method
+    ## Pitfalls
+    ## Setup checklist
+
+Unknown front-matter keys are errors (with a "did you mean"), except keys starting with
+``x-`` or ``x_``, which are kept for extensions. Names are matched case-insensitively,
+ignoring ``-``, ``_`` and spaces (``GSM-8K`` finds ``gsm8k``); a Hub id such as
+``someone/gsm8k`` also finds a reference by its last part when nothing matches in full.
+
+Rule schema
+===========
+
+Each entry of ``rules:`` is a mapping:
+
+``path`` (required)
+    Where to look in the job spec, dotted: ``model.max_tokens``, ``data.input``,
+    ``params.num_fewshot``, ``benchmark``, ``template``, ``env.HF_TOKEN`` ... The first part
+    must be a field of :class:`~runjob_core.models.JobSpec`; the second part of ``model``,
+    ``resources``, ``data``, ``checkpoint``, ``upload``, ``canary``, ``resume`` and
+    ``health`` must be a field of that record; ``params``, ``env`` and ``columns`` take
+    any key (and nested keys inside ``params``). A list of paths means "the first one
+    that is set" (``[model.path, model.name]``).
+Checks (at least one; all given must hold)
+    ``equals: VALUE`` · ``one_of: [V1, V2, ...]`` · ``min: NUMBER`` · ``max: NUMBER``
+    (``min`` and ``max`` together make a range) · ``matches: REGEX`` (``re.search`` on the
+    value as text, so anchor with ``^...$`` for a full match) · ``required: true``.
+    Numbers compare by value (``8`` equals ``8.0``); everything else compares exactly.
+``severity``
+    ``error`` (the default: the spec is definitely wrong, pre-flight refuses it) or
+    ``warning`` (probably wrong, or not comparable with published numbers).
+``why`` (required)
+    One line naming the pitfall, so the finding explains itself.
+``fix`` (optional)
+    What to do, when the default ("raise model.max_tokens to at least 2048") is not enough.
+``when`` (optional)
+    A condition, or a list of conditions of which any one is enough, for the rule to
+    apply. A condition is a mapping with a ``path`` and the same checks as a rule (no
+    severity, why, fix or when); it holds when the value is set and passes every check,
+    so ``{path: params.data_source, required: true}`` means "only when data_source is set".
+
+A value that is not set (absent, null or an empty string) fails a ``required`` rule with
+the rule's severity; for any other rule it is a *warning*, "not set; the reference
+expects ...", because the job may pass the setting another way (on its command line). A
+malformed reference raises :class:`~runjob_core.errors.ConfigError` naming the file and
+the key path (``min must be a number at $.rules[1].min in gsm8k.md``).
+
+Conventional ``params`` keys the shipped rules read: ``num_fewshot``, ``n_samples``
+(samples per problem), ``temperature``, ``data_source`` (the verl reward router's
+name), ``reasoning`` (``true`` for a long-chain-of-thought model), ``start_date`` and
+``release_version`` (LiveCodeBench), ``shuffle_choices`` (GPQA).
+
+Seed layout
+===========
+
+``.claude/references/datasets_and_tasks/datasets_and_tasks_map.md`` is an index. It may
+be a Markdown table whose header has a name column (``Benchmark``, ``Name``, ``Dataset``
+or ``Task``), optionally a file column (``File``, ``Reference``, ``Path``, ``Link``) and
+an ``Aliases`` column; the file is a link (``[gsm8k.md](gsm8k.md)``) or a plain file name.
+It may also be a list: ``- [GSM8K](gsm8k.md) (aliases: gsm-8k)``, ``- GSM8K: gsm8k.md``
+or ``- GSM8K | gsm-8k, openai/gsm8k | gsm8k.md``. A listed file without front matter still
+loads, named by the index, with no rules (its body is the whole file). Markdown files in
+the folder that the index does not list load too, named by their front matter, else
+their first ``#`` heading, else their file name. Index rows whose file does not exist are
+skipped.
+
+Triviality
+==========
+
+A job is *non-trivial* — it gets the "no reference for this benchmark" warning — when it
+names a ``benchmark:`` and is not a canary run: its score will be read as a number on
+that benchmark. Jobs without ``benchmark:`` (smoke tests, data processing) and canaries
+(a pipeline check on a few rows) are trivial. Rules are checked whenever a reference is
+found, trivial or not.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+from attrs import frozen
+
+from runjob_core.errors import ConfigError, RunjobError
+from runjob_core.models import JobSpec, Reference
+
+CORE_SOURCE = "runjob-core"
+PROJECT_SOURCE = "project"
+#: Folder of the user's own references, relative to the project root.
+PROJECT_DIR = Path(".runjob") / "references"
+#: The seed skill's layout: a folder of Markdown files and an index.
+SEED_DIR = Path(".claude") / "references" / "datasets_and_tasks"
+SEED_INDEX = "datasets_and_tasks_map.md"
+#: Body sections every shipped reference has (and ``scaffold`` writes).
+SECTIONS = ("Evaluation method", "Pitfalls", "Prompt format", "Setup checklist")
+
+FRONT_MATTER_KEYS = (
+    "name", "aliases", "description", "tags", "dataset", "sources", "scoring", "prompt_format",
+    "num_fewshot", "expected_max_tokens", "rules",
+)
+CHECK_KEYS = ("equals", "one_of", "min", "max", "matches", "required")
+RULE_KEYS = ("path", *CHECK_KEYS, "severity", "why", "fix", "when")
+SEVERITIES = ("error", "warning")
+
+#: JobSpec fields a rule may read, and what is below them: a record class name, "dict" or None.
+_RECORD_FIELDS = {
+    "model": ("name", "path", "dtype", "max_model_len", "max_tokens"),
+    "resources": ("partition", "account", "qos", "nodes", "gpus", "gpu_type", "cpus", "mem", "time"),
+    "data": ("input", "output"),
+    "checkpoint": ("dir", "every", "signal_margin"),
+    "upload": ("repo", "every", "endpoint", "private"),
+    "canary": ("limit", "time"),
+    "resume": ("auto", "max_attempts", "max_preemptions", "max_timeouts", "max_failures"),
+    "health": ("stall_minutes", "disk_low_percent"),
+}
+_DICT_FIELDS = ("params", "env", "columns")
+_SCALAR_FIELDS = ("name", "command", "template", "cluster", "workdir", "benchmark", "setup")
+_ROOTS = (*_SCALAR_FIELDS, *_RECORD_FIELDS, *_DICT_FIELDS)
+
+
+@frozen
+class RuleResult:
+    """One rule of a reference applied to one job spec."""
+
+    reference: str
+    #: The rule's path as written (``a|b`` for a list of paths).
+    path: str
+    ok: bool
+    severity: str  # "error" | "warning"
+    #: What was found and, when it failed, the fix.
+    message: str
+    #: The pitfall the rule guards against.
+    why: str
+    value: Any = None
+
+    @property
+    def failed_error(self) -> bool:
+        return not self.ok and self.severity == "error"
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@frozen
+class IndexEntry:
+    """One row of a seed-layout index: a benchmark name, its aliases and its file."""
+
+    name: str
+    file: str
+    aliases: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- names
+
+
+def normalize(name: str) -> str:
+    """The form names are compared in: lower case, without ``-``, ``_`` and whitespace."""
+    return re.sub(r"[\s_\-]+", "", str(name).strip().lower())
+
+
+def slugify(name: str) -> str:
+    """A file name for *name*: ``SWE-bench Verified`` -> ``swe-bench-verified``."""
+    return re.sub(r"[^a-z0-9.]+", "-", name.strip().lower()).strip("-.")
+
+
+def _rank(reference: Reference) -> int:
+    if reference.source == PROJECT_SOURCE:
+        return 0
+    if reference.source == CORE_SOURCE:
+        return 2
+    return 1
+
+
+def find_reference(name: str, references: Iterable[Reference]) -> Reference | None:
+    """The reference called *name* (or with *name* among its aliases), or ``None``.
+
+    Case-insensitive, ignoring ``-``, ``_`` and spaces. When several match, the project's
+    wins over a plugin's, a plugin's over the shipped pack's, and otherwise the first
+    given. A Hub id (``org/name``) that matches nothing in full is tried by its last part.
+    """
+    if not name or not str(name).strip():
+        return None
+    ordered = sorted(references, key=_rank)  # stable: keeps the given order within a rank
+    wanted = normalize(name)
+    for candidate in ordered:
+        if any(normalize(n) == wanted for n in (candidate.name, *candidate.aliases)):
+            return candidate
+    if "/" in str(name):
+        tail = normalize(str(name).rstrip("/").rsplit("/", 1)[-1])
+        for candidate in ordered:
+            if any(normalize(n) == tail for n in (candidate.name, *candidate.aliases)):
+                return candidate
+    return None
+
+
+def merge_references(references: Iterable[Reference]) -> list[Reference]:
+    """One reference per name, the winner by precedence (project > plugin > pack)."""
+    seen: set[str] = set()
+    merged = []
+    for reference in sorted(references, key=_rank):
+        key = normalize(reference.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        merged.append(reference)
+    return merged
+
+
+def shadowing(references: Iterable[Reference]) -> dict[int, Reference]:
+    """For each reference hidden by another of the same name: ``id(hidden) -> winner``."""
+    winners: dict[str, Reference] = {}
+    hidden: dict[int, Reference] = {}
+    for reference in sorted(references, key=_rank):
+        key = normalize(reference.name)
+        if key in winners:
+            if not (winners[key].source == reference.source and winners[key].path == reference.path):
+                hidden[id(reference)] = winners[key]
+        else:
+            winners[key] = reference
+    return hidden
+
+
+def _dedupe(references: Iterable[Reference]) -> list[Reference]:
+    """Drop exact repeats (same source, path and name), e.g. a plugin re-exporting the pack."""
+    seen: set[tuple[str, str | None, str]] = set()
+    out = []
+    for reference in references:
+        key = (reference.source, reference.path, normalize(reference.name))
+        if key not in seen:
+            seen.add(key)
+            out.append(reference)
+    return out
+
+
+# --------------------------------------------------------------------------- loading
+
+
+_FRONT_RE = re.compile(r"\A\ufeff?---[ \t]*\r?\n")
+_FRONT_END_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+
+
+def split_front_matter(text: str, label: str) -> tuple[dict[str, Any] | None, str]:
+    """``(front matter, body)``; ``None`` when the file has no front matter."""
+    start = _FRONT_RE.match(text)
+    if not start:
+        return None, text
+    end = _FRONT_END_RE.search(text, start.end())
+    if not end:
+        raise ConfigError(label, [f"front matter of {label} is not closed: end it with a line '---'"])
+    raw_text = text[start.end():end.start()]
+    try:
+        raw = yaml.safe_load(raw_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 2}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(label, [f"YAML syntax error in the front matter of {label}{where}: {problem}"]) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(label, [f"expected a mapping at $ in the front matter of {label}, got {_describe(raw)}"])
+    body = text[end.end():].lstrip("\r\n")
+    return dict(raw), body
+
+
+def load_reference_file(
+    path: str | Path, *, source: str = PROJECT_SOURCE, default_name: str | None = None,
+    default_aliases: Sequence[str] = (),
+) -> Reference:
+    """Read one reference file; its rules are validated.
+
+    :param source: ``"project"`` for the user's files, ``"runjob-core"`` for the pack, or
+        the plugin's name.
+    :param default_name: the name to use when the file has no front matter (the seed
+        index's name); otherwise its first ``#`` heading, else the file name.
+    :param default_aliases: extra aliases (the seed index's), merged with the file's.
+    :raises ConfigError: the file cannot be read or its front matter is malformed; every
+        problem names the file and the key path.
+    """
+    path = Path(path)
+    label = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(label, [f"{label}: file not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(label, [f"{label}: cannot read ({getattr(exc, 'strerror', None) or exc})"]) from None
+    return parse_reference(text, label=label, source=source, path=str(path), default_name=default_name,
+                           default_aliases=default_aliases, stem=path.stem)
+
+
+def parse_reference(
+    text: str, *, label: str = "<reference>", source: str = PROJECT_SOURCE, path: str | None = None,
+    default_name: str | None = None, default_aliases: Sequence[str] = (), stem: str | None = None,
+) -> Reference:
+    """A :class:`Reference` from the text of a reference file (see :func:`load_reference_file`)."""
+    front, body = split_front_matter(text, label)
+    if front is None:
+        name = default_name or _first_heading(text) or stem
+        if not name:
+            raise ConfigError(label, [f"{label} has no front matter and no '# ' heading to name it: add 'name:' front matter"])
+        aliases = _unique(a for a in (*default_aliases, *([stem] if stem and normalize(stem) != normalize(name) else []))
+                          if normalize(a) != normalize(name))
+        return Reference(name=name, source=source, aliases=aliases, path=path, rules=(), body=text)
+    meta = validate_front_matter(front, label)
+    extra = [default_name] if default_name and normalize(default_name) != normalize(meta["name"]) else []
+    aliases = _unique(a for a in (*meta.get("aliases", ()), *extra, *default_aliases) if normalize(a) != normalize(meta["name"]))
+    return Reference(name=meta["name"], source=source, aliases=aliases, path=path, rules=tuple(meta.get("rules", ())),
+                     body=body)
+
+
+def _first_heading(text: str) -> str | None:
+    match = re.search(r"^#[ \t]+(.+?)[ \t#]*$", text, re.MULTILINE)
+    return _strip_markup(match.group(1)) if match else None
+
+
+def _unique(names: Iterable[str]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        key = normalize(name)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(name)
+    return tuple(out)
+
+
+def reference_metadata(reference: Reference) -> dict[str, Any]:
+    """The validated front matter of *reference*'s file (``{}`` when it has none or no file)."""
+    if not reference.path:
+        return {}
+    path = Path(reference.path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    front, _body = split_front_matter(text, str(path))
+    return validate_front_matter(front, str(path)) if front is not None else {}
+
+
+def load_reference_folder(folder: str | Path, *, source: str) -> list[Reference]:
+    """Every ``*.md`` reference in *folder* (not README.md or ``_*``), sorted by file name.
+
+    For plugins: ``return load_reference_folder(Path(__file__).parent / "references", source="myplugin")``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return [load_reference_file(p, source=source) for p in sorted(folder.glob("*.md")) if _is_reference_file(p)]
+
+
+def _is_reference_file(path: Path) -> bool:
+    return path.is_file() and not path.name.startswith(("_", ".")) and path.name.lower() != "readme.md"
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> tuple[Reference, ...]:
+    from importlib.resources import files
+
+    folder = files("runjob_core") / "data" / "references"
+    found = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".md") and not entry.name.startswith(("_", ".")) and entry.name.lower() != "readme.md":
+            label = f"runjob_core/data/references/{entry.name}"
+            found.append(parse_reference(entry.read_text(encoding="utf-8"), label=label, source=CORE_SOURCE,
+                                         path=str(entry), stem=entry.name[:-3]))
+    return tuple(found)
+
+
+def builtin_references() -> list[Reference]:
+    """The pack shipped with runjob (``runjob_core/data/references/*.md``)."""
+    return list(_builtin())
+
+
+def project_references(cwd: str | Path | None = None) -> list[Reference]:
+    """The project's own references: ``.runjob/references/*.md``, then the seed layout.
+
+    When both define a name, the ``.runjob/`` one wins (both are kept; lookups take the first).
+    """
+    root = Path(cwd) if cwd is not None else Path.cwd()
+    found = load_reference_folder(root / PROJECT_DIR, source=PROJECT_SOURCE)
+    found += seed_references(root / SEED_DIR)
+    return found
+
+
+def seed_references(folder: str | Path) -> list[Reference]:
+    """The references of a seed-layout folder, indexed by ``datasets_and_tasks_map.md``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    index = folder / SEED_INDEX
+    entries = parse_index(index.read_text(encoding="utf-8")) if index.is_file() else []
+    found: list[Reference] = []
+    listed: set[Path] = set()
+    by_file: dict[Path, list[IndexEntry]] = {}
+    for entry in entries:
+        target = (folder / entry.file).resolve()
+        by_file.setdefault(target, []).append(entry)
+    for target, group in by_file.items():
+        if not target.is_file():
+            continue
+        listed.add(target)
+        first = group[0]
+        aliases = _unique(a for e in group for a in (*([e.name] if e is not first else []), *e.aliases))
+        found.append(load_reference_file(target, source=PROJECT_SOURCE, default_name=first.name, default_aliases=aliases))
+    for path in sorted(folder.glob("*.md")):
+        if path.name == SEED_INDEX or not _is_reference_file(path) or path.resolve() in listed:
+            continue
+        found.append(load_reference_file(path, source=PROJECT_SOURCE))
+    return found
+
+
+# --------------------------------------------------------------------------- index
+
+
+_LINK_RE = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def _strip_markup(text: str) -> str:
+    text = _LINK_RE.sub(lambda m: m.group(1), text)
+    return re.sub(r"[*`_]{1,3}(.+?)[*`_]{1,3}", r"\1", text).strip().strip("*`").strip()
+
+
+def _file_of(cell: str) -> str | None:
+    link = _LINK_RE.search(cell)
+    target = link.group(2) if link else cell.strip().strip("`").strip()
+    target = target.split("#", 1)[0].strip()
+    if not target or re.match(r"^[a-z][a-z0-9+.-]*://", target, re.IGNORECASE):
+        return None
+    return target if target.lower().endswith((".md", ".markdown")) else None
+
+
+def _aliases_of(text: str) -> tuple[str, ...]:
+    parts = re.split(r"[,;]", _strip_markup(text))
+    return tuple(p.strip().strip("`").strip() for p in parts if p.strip() and p.strip() not in ("-", "—", "n/a", "none"))
+
+
+def _cells(line: str) -> list[str]:
+    inner = line.strip()
+    if inner.startswith("|"):
+        inner = inner[1:]
+    if inner.endswith("|") and not inner.endswith("\\|"):
+        inner = inner[:-1]
+    return [c.replace("\\|", "|").strip() for c in re.split(r"(?<!\\)\|", inner)]
+
+
+def parse_index(text: str) -> list[IndexEntry]:
+    """The entries of a seed-layout index (a Markdown table or list; see the module doc)."""
+    entries: list[IndexEntry] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.strip().startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\s*\|?[\s:|-]*-[\s:|-]*\|?\s*", lines[i + 1]):
+            header = [_strip_markup(c).lower() for c in _cells(line)]
+            i += 2
+            rows = []
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                rows.append(_cells(lines[i]))
+                i += 1
+            entries += _table_entries(header, rows)
+            continue
+        item = re.match(r"^\s*(?:[-*+]|\d+[.)])\s+(.*\S)\s*$", line)
+        if item:
+            entry = _list_entry(item.group(1))
+            if entry is not None:
+                entries.append(entry)
+        i += 1
+    return entries
+
+
+def _column(header: list[str], *words: str) -> int | None:
+    for word in words:
+        for index, title in enumerate(header):
+            if word in title:
+                return index
+    return None
+
+
+def _table_entries(header: list[str], rows: list[list[str]]) -> list[IndexEntry]:
+    name_col = _column(header, "benchmark", "name", "dataset", "task")
+    file_col = _column(header, "file", "reference", "path", "link")
+    alias_col = _column(header, "alias")
+    if name_col is None:
+        name_col = 0
+    entries = []
+    for cells in rows:
+        def cell(index: int | None) -> str:
+            return cells[index] if index is not None and index < len(cells) else ""
+
+        file = _file_of(cell(file_col)) if file_col is not None else None
+        if file is None:
+            file = next((f for f in (_file_of(c) for c in cells if _LINK_RE.search(c)) if f), None)
+        name = _strip_markup(cell(name_col))
+        if not name or file is None:
+            continue
+        entries.append(IndexEntry(name=name, file=file, aliases=_aliases_of(cell(alias_col)) if alias_col is not None else ()))
+    return entries
+
+
+def _list_entry(item: str) -> IndexEntry | None:
+    if "|" in item:
+        parts = [p.strip() for p in item.split("|")]
+        file = _file_of(parts[-1])
+        if file and len(parts) >= 2:
+            aliases = _aliases_of(parts[1]) if len(parts) >= 3 else ()
+            return IndexEntry(name=_strip_markup(parts[0]), file=file, aliases=aliases)
+        return None
+    aliases: tuple[str, ...] = ()
+    alias_match = re.search(r"\(?\baliases?\s*:\s*([^)]*)\)?", item, re.IGNORECASE)
+    if alias_match:
+        aliases = _aliases_of(alias_match.group(1))
+        item = (item[:alias_match.start()] + item[alias_match.end():]).strip()
+    link = _LINK_RE.search(item)
+    if link:
+        file = _file_of(link.group(0))
+        if file is None:
+            return None
+        text = link.group(1).strip()
+        if not text or _file_of(text):
+            text = re.sub(r"\s*(?::|—|–|->|=>|-)\s*$", "", item[:link.start()]).strip()
+        name = _strip_markup(text)
+        return IndexEntry(name=name, file=file, aliases=aliases) if name else None
+    plain = re.match(r"^(?P<name>.+?)\s*(?::|—|–|->|=>|\s-)\s*`?(?P<file>[^\s`]+\.(?:md|markdown))`?", item)
+    if plain:
+        return IndexEntry(name=_strip_markup(plain.group("name")), file=plain.group("file"), aliases=aliases)
+    return None
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, (dict, list)):
+        return f"a {type(value).__name__}"
+    return repr(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not (isinstance(value, float) and math.isnan(value))
+
+
+def _unknown(key: str, known: Sequence[str], where: str, label: str) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+    return f"unknown key {key!r} at {where} in {label}{hint}"
+
+
+def _string_list(value: Any, where: str, label: str, problems: list[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        problems.append(f"expected a list of strings at {where} in {label}, got {_describe(value)}")
+        return ()
+    return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+def validate_front_matter(front: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """Check the front matter of a reference; return it normalised (rules validated).
+
+    :raises ConfigError: every problem, each naming *label* and the key path.
+    """
+    problems: list[str] = []
+    meta: dict[str, Any] = {}
+    for key, value in front.items():
+        key = str(key)
+        where = f"$.{key}"
+        if key.startswith(("x-", "x_")):
+            meta[key] = value
+        elif key not in FRONT_MATTER_KEYS:
+            problems.append(_unknown(key, FRONT_MATTER_KEYS, "$", label))
+        elif key == "name":
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool) or not str(value).strip():
+                problems.append(f"name must be a non-empty string at {where} in {label}, got {_describe(value)}")
+            else:
+                meta["name"] = str(value).strip()
+        elif key in ("aliases", "tags", "sources"):
+            meta[key] = _string_list(value if value is not None else [], where, label, problems)
+        elif key in ("description", "dataset", "scoring", "prompt_format"):
+            if value is not None and not isinstance(value, str):
+                problems.append(f"expected a string at {where} in {label}, got {_describe(value)}")
+            else:
+                meta[key] = (value or "").strip()
+        elif key == "num_fewshot":
+            counts = value if isinstance(value, list) else [value]
+            if value is not None and not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+                problems.append(f"num_fewshot must be a count, a list of counts or null at {where} in {label}, got {_describe(value)}")
+            else:
+                meta[key] = value
+        elif key == "expected_max_tokens":
+            meta[key] = _max_tokens(value, where, label, problems)
+        elif key == "rules":
+            meta[key] = validate_rules(value, label, problems=problems)
+    if "name" not in meta and not any(p.startswith("name ") for p in problems):
+        problems.append(f"required key missing at $.name in {label} (the benchmark's name)")
+    if problems:
+        raise ConfigError(label, problems)
+    return meta
+
+
+def _max_tokens(value: Any, where: str, label: str, problems: list[str]) -> Any:
+    def ok(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    if value is None or ok(value):
+        return value
+    if isinstance(value, Mapping):
+        for key, v in value.items():
+            if not ok(v):
+                problems.append(f"expected a positive token count at {where}.{key} in {label}, got {_describe(v)}")
+        return {str(k): v for k, v in value.items()}
+    problems.append(f"expected_max_tokens must be a positive integer or a mapping like "
+                    f"{{non_reasoning: 2048, reasoning: 32768}} at {where} in {label}, got {_describe(value)}")
+    return None
+
+
+def validate_rules(rules: Any, label: str, *, problems: list[str] | None = None) -> tuple[dict[str, Any], ...]:
+    """Validate a ``rules:`` list; return the rules normalised (``severity`` filled in).
+
+    With *problems* given, problems are appended to it; otherwise they raise ConfigError.
+    """
+    collect = problems if problems is not None else []
+    out: list[dict[str, Any]] = []
+    if rules is None:
+        rules = []
+    if not isinstance(rules, (list, tuple)):
+        collect.append(f"expected a list of rules at $.rules in {label}, got {_describe(rules)}")
+    else:
+        for index, rule in enumerate(rules):
+            checked = _validate_rule(rule, f"$.rules[{index}]", label, collect)
+            if checked is not None:
+                out.append(checked)
+    if problems is None and collect:
+        raise ConfigError(label, collect)
+    return tuple(out)
+
+
+def _validate_rule(rule: Any, where: str, label: str, problems: list[str], *, condition: bool = False) -> dict[str, Any] | None:
+    if not isinstance(rule, Mapping):
+        problems.append(f"expected a mapping at {where} in {label}, got {_describe(rule)}")
+        return None
+    allowed = ("path", *CHECK_KEYS) if condition else RULE_KEYS
+    before = len(problems)
+    out: dict[str, Any] = {}
+    for key in rule:
+        if str(key) not in allowed:
+            problems.append(_unknown(str(key), allowed, where, label))
+    if "path" not in rule:
+        problems.append(f"required key missing at {where}.path in {label} (where in the job spec to look, e.g. params.num_fewshot)")
+    else:
+        out["path"] = _validate_path(rule["path"], f"{where}.path", label, problems)
+    if not any(k in rule for k in CHECK_KEYS):
+        problems.append(f"no check at {where} in {label}: give one of {', '.join(CHECK_KEYS)}")
+    if "equals" in rule:
+        if isinstance(rule["equals"], (dict, list)):
+            problems.append(f"equals must be a single value at {where}.equals in {label}, got {_describe(rule['equals'])}")
+        out["equals"] = rule["equals"]
+    if "one_of" in rule:
+        value = rule["one_of"]
+        if not isinstance(value, list) or not value or any(isinstance(v, (dict, list)) for v in value):
+            problems.append(f"one_of must be a non-empty list of values at {where}.one_of in {label}, got {_describe(value)}")
+        out["one_of"] = value
+    for key in ("min", "max"):
+        if key in rule:
+            if not _is_number(rule[key]):
+                problems.append(f"{key} must be a number at {where}.{key} in {label}, got {_describe(rule[key])}")
+            out[key] = rule[key]
+    if _is_number(rule.get("min")) and _is_number(rule.get("max")) and rule["min"] > rule["max"]:
+        problems.append(f"min {rule['min']} is above max {rule['max']} at {where} in {label}")
+    if "matches" in rule:
+        pattern = rule["matches"]
+        if not isinstance(pattern, str) or not pattern:
+            problems.append(f"matches must be a regular expression (a string) at {where}.matches in {label}, got {_describe(pattern)}")
+        else:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.append(f"invalid regular expression at {where}.matches in {label}: {exc}")
+        out["matches"] = pattern
+    if "required" in rule:
+        if not isinstance(rule["required"], bool):
+            problems.append(f"required must be true or false at {where}.required in {label}, got {_describe(rule['required'])}")
+        elif not rule["required"] and not any(k in rule for k in CHECK_KEYS if k != "required"):
+            problems.append(f"no check at {where} in {label}: 'required: false' checks nothing")
+        out["required"] = rule["required"]
+    if condition:
+        return out if len(problems) == before else None
+    severity = rule.get("severity", "error")
+    if severity not in SEVERITIES:
+        problems.append(f"severity must be 'error' or 'warning' at {where}.severity in {label}, got {_describe(severity)}")
+    out["severity"] = severity
+    why = rule.get("why")
+    if not isinstance(why, str) or not why.strip():
+        problems.append(f"required key missing at {where}.why in {label} (one line naming the pitfall the rule guards against)"
+                        if why is None else f"why must be a string at {where}.why in {label}, got {_describe(why)}")
+    else:
+        out["why"] = " ".join(why.split())
+    if "fix" in rule:
+        if not isinstance(rule["fix"], str) or not rule["fix"].strip():
+            problems.append(f"fix must be a string at {where}.fix in {label}, got {_describe(rule['fix'])}")
+        else:
+            out["fix"] = " ".join(rule["fix"].split())
+    if "when" in rule:
+        when = rule["when"]
+        conditions = when if isinstance(when, list) else [when]
+        if isinstance(when, list) and not when:
+            problems.append(f"when must not be empty at {where}.when in {label}")
+        checked = []
+        for index, cond in enumerate(conditions):
+            sub = f"{where}.when[{index}]" if isinstance(when, list) else f"{where}.when"
+            result = _validate_rule(cond, sub, label, problems, condition=True)
+            if result is not None:
+                checked.append(result)
+        out["when"] = checked
+    return out if len(problems) == before else None
+
+
+def _validate_path(value: Any, where: str, label: str, problems: list[str]) -> str | list[str]:
+    paths = value if isinstance(value, list) else [value]
+    if not paths or not all(isinstance(p, str) for p in paths):
+        problems.append(f"path must be a dotted path (or a list of them) at {where} in {label}, got {_describe(value)}")
+        return value
+    for path in paths:
+        problem = _path_problem(path)
+        if problem:
+            problems.append(f"{problem} at {where} in {label}")
+    return value
+
+
+def _path_problem(path: str) -> str | None:
+    parts = path.split(".")
+    if not path or any(not re.fullmatch(r"[A-Za-z0-9_\-]+", p) for p in parts):
+        return f"invalid path {path!r}: use dotted names like params.num_fewshot"
+    root, rest = parts[0], parts[1:]
+    if root not in _ROOTS:
+        close = difflib.get_close_matches(root, _ROOTS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; the job spec has {', '.join(_ROOTS)}"
+        return f"unknown job spec field {root!r} in path {path!r}{hint}"
+    if root in _RECORD_FIELDS:
+        fields = _RECORD_FIELDS[root]
+        if len(rest) != 1:
+            return f"path {path!r} must name one field of {root}: {', '.join(fields)}"
+        if rest[0] not in fields:
+            close = difflib.get_close_matches(rest[0], fields, n=1)
+            hint = f"; did you mean '{root}.{close[0]}'?" if close else f"; {root} has {', '.join(fields)}"
+            return f"unknown field {rest[0]!r} of {root} in path {path!r}{hint}"
+    elif root in _DICT_FIELDS:
+        if not rest:
+            return f"path {path!r} must name a key of {root}, e.g. {root}.num_fewshot" if root == "params" else \
+                f"path {path!r} must name a key of {root}"
+    elif rest:
+        return f"{root} has no fields: path {path!r} should be just {root!r}"
+    return None
+
+
+# --------------------------------------------------------------------------- checking
+
+
+_MISSING = object()
+
+
+def _lookup(job: JobSpec, path: str) -> Any:
+    current: Any = job
+    for part in path.split("."):
+        if isinstance(current, Mapping):
+            current = current.get(part, _MISSING)
+        elif attrs.has(type(current)):
+            current = getattr(current, part, _MISSING)
+        else:
+            return _MISSING
+        if current is _MISSING or current is None:
+            return _MISSING
+    if current == "" or current == ():
+        return _MISSING
+    return current
+
+
+def _resolve(job: JobSpec, path: str | list[str]) -> Any:
+    for one in path if isinstance(path, list) else [path]:
+        value = _lookup(job, one)
+        if value is not _MISSING:
+            return value
+    return _MISSING
+
+
+def _path_label(path: str | list[str]) -> str:
+    return "|".join(path) if isinstance(path, list) else path
+
+
+def _number(value: Any) -> float | None:
+    if _is_number(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if _is_number(a) and _is_number(b):
+        return float(a) == float(b)
+    return a == b
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _expectation(rule: Mapping[str, Any]) -> str:
+    parts = []
+    if "equals" in rule:
+        parts.append(_fmt(rule["equals"]))
+    if "one_of" in rule:
+        parts.append("one of " + ", ".join(_fmt(v) for v in rule["one_of"]))
+    if "min" in rule and "max" in rule:
+        parts.append(f"between {_fmt(rule['min'])} and {_fmt(rule['max'])}")
+    elif "min" in rule:
+        parts.append(f"at least {_fmt(rule['min'])}")
+    elif "max" in rule:
+        parts.append(f"at most {_fmt(rule['max'])}")
+    if "matches" in rule:
+        parts.append(f"a value matching /{rule['matches']}/")
+    return " and ".join(parts) or "a value"
+
+
+def _default_fix(rule: Mapping[str, Any], label: str) -> str:
+    if "equals" in rule:
+        return f"set {label} to {_fmt(rule['equals'])}"
+    if "one_of" in rule:
+        return f"set {label} to one of {', '.join(_fmt(v) for v in rule['one_of'])}"
+    if "min" in rule and "max" in rule:
+        return f"set {label} between {_fmt(rule['min'])} and {_fmt(rule['max'])}"
+    if "min" in rule:
+        return f"raise {label} to at least {_fmt(rule['min'])}"
+    if "max" in rule:
+        return f"lower {label} to at most {_fmt(rule['max'])}"
+    if "matches" in rule:
+        return f"change {label} to match /{rule['matches']}/"
+    return f"set {label} in the job spec"
+
+
+def _failed_check(rule: Mapping[str, Any], value: Any) -> str | None:
+    """Which check *value* fails ("equals", "min", ...), or None when it passes them all."""
+    if "equals" in rule and not _same(value, rule["equals"]):
+        return "equals"
+    if "one_of" in rule and not any(_same(value, v) for v in rule["one_of"]):
+        return "one_of"
+    for key in ("min", "max"):
+        if key in rule:
+            number = _number(value)
+            if number is None:
+                return "number"
+            if (key == "min" and number < rule[key]) or (key == "max" and number > rule[key]):
+                return key
+    if "matches" in rule:
+        text = _fmt(value) if not isinstance(value, str) else value
+        if re.search(rule["matches"], text) is None:
+            return "matches"
+    return None
+
+
+def _condition_holds(job: JobSpec, condition: Mapping[str, Any]) -> bool:
+    value = _resolve(job, condition["path"])
+    return value is not _MISSING and _failed_check(condition, value) is None
+
+
+def rule_applies(rule: Mapping[str, Any], job: JobSpec) -> bool:
+    """Whether *rule*'s ``when`` (if any) holds for *job*."""
+    conditions = rule.get("when")
+    if not conditions:
+        return True
+    if isinstance(conditions, Mapping):
+        conditions = [conditions]
+    return any(_condition_holds(job, c) for c in conditions)
+
+
+def check_rule(rule: Mapping[str, Any], job: JobSpec, *, reference: str = "") -> RuleResult | None:
+    """Apply one validated rule; ``None`` when its ``when`` does not hold."""
+    if not rule_applies(rule, job):
+        return None
+    label = _path_label(rule["path"])
+    severity = rule.get("severity", "error")
+    why = rule.get("why", "")
+    fix = rule.get("fix") or _default_fix(rule, label)
+    value = _resolve(job, rule["path"])
+    expected = _expectation(rule)
+    if value is _MISSING:
+        if rule.get("required"):
+            detail = f"; the reference requires {expected}" if expected != "a value" else "; the reference requires it"
+            return RuleResult(reference, label, False, severity, f"{label} is not set{detail}: {fix}", why)
+        return RuleResult(reference, label, False, "warning", f"{label} is not set; the reference expects {expected}: {fix}", why)
+    failed = _failed_check(rule, value)
+    if failed is None:
+        return RuleResult(reference, label, True, severity, f"{label} = {_fmt(value)}", why, value)
+    if failed == "number":
+        message = f"{label} is {_fmt(value)}, not a number; the reference expects {expected}: {fix}"
+    else:
+        message = f"{label} is {_fmt(value)}; the reference expects {expected}: {fix}"
+    return RuleResult(reference, label, False, severity, message, why, value)
+
+
+def check_rules(reference: Reference, job: JobSpec) -> list[RuleResult]:
+    """Apply every rule of *reference* to *job*, in order (rules whose ``when`` fails are left out).
+
+    The rules are validated first (a plugin may build references in code).
+
+    :raises ConfigError: a rule is malformed.
+    """
+    rules = validate_rules(list(reference.rules), reference.path or f"reference {reference.name!r} from {reference.source}")
+    return [r for r in (check_rule(rule, job, reference=reference.name) for rule in rules) if r is not None]
+
+
+def is_trivial(job: JobSpec, *, canary: bool = False) -> bool:
+    """Whether a missing reference is fine for *job*: no ``benchmark:``, or a canary run."""
+    return canary or not (job.benchmark and job.benchmark.strip())
+
+
+def reference_for_job(job: JobSpec, references: Iterable[Reference]) -> Reference | None:
+    """The reference of ``job.benchmark``; without one, of ``data.input`` when it is a known
+    dataset id (``openai/gsm8k``) — never a guess from a file name."""
+    references = list(references)
+    if job.benchmark and job.benchmark.strip():
+        return find_reference(job.benchmark, references)
+    if job.data.input:
+        wanted = normalize(job.data.input)
+        for candidate in sorted(references, key=_rank):
+            if any("/" in a and normalize(a) == wanted for a in candidate.aliases):
+                return candidate
+    return None
+
+
+@frozen
+class Review:
+    """What the references say about one job: for pre-flight."""
+
+    reference: Reference | None
+    results: tuple[RuleResult, ...]
+    #: Error-level failures: pre-flight should refuse.
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def review_job(job: JobSpec, references: Iterable[Reference], *, canary: bool = False) -> Review:
+    """Find *job*'s reference and check its rules; one line per problem and warning.
+
+    A non-trivial job (see :func:`is_trivial`) on a benchmark without a reference gets a
+    warning that says so and how to add one.
+    """
+    reference = reference_for_job(job, references)
+    if reference is None:
+        warnings = () if is_trivial(job, canary=canary) else (
+            f"no benchmark reference for {job.benchmark!r}: its evaluation pitfalls cannot be checked; "
+            f"write one with: runjob reference new {job.benchmark}",
+        )
+        return Review(None, (), (), warnings)
+    results = tuple(check_rules(reference, job))
+    where = f"{reference.name} reference ({reference.source})"
+    problems = tuple(f"{where}: {r.message} (why: {r.why})" for r in results if not r.ok and r.severity == "error")
+    warnings = tuple(f"{where}: {r.message} (why: {r.why})" for r in results if not r.ok and r.severity != "error")
+    return Review(reference, results, problems, warnings)
+
+
+def plugin_references(context: Any) -> list[Reference]:
+    """The references plugins return from ``runjob_references`` (for pre-flight)."""
+    from runjob_core import plugins
+
+    found = plugins.flatten(context.pm.hook.runjob_references(context=context))
+    bad = [r for r in found if not isinstance(r, Reference)]
+    if bad:
+        raise RunjobError(f"a plugin returned {type(bad[0]).__name__} from runjob_references; expected Reference records")
+    return found
+
+
+def all_references(cwd: str | Path | None = None, plugin_refs: Iterable[Reference] = ()) -> list[Reference]:
+    """Every reference found: the project's, then plugins', then the pack's (exact repeats dropped).
+
+    Pass the list to :func:`find_reference` (which applies precedence) or
+    :func:`merge_references` (one per name).
+    """
+    return _dedupe([*project_references(cwd), *plugin_refs, *builtin_references()])
+
+
+# --------------------------------------------------------------------------- scaffold
+
+
+SCAFFOLD = """\
+---
+# A benchmark reference for runjob. The front matter is checked when runjob loads it;
+# the body is for the people (and agents) who set up the evaluation.
+name: {name}
+# Other names the benchmark goes by: Hub dataset ids, harness task names, spellings.
+aliases: []
+description: ""              # one line: what the benchmark measures, how many problems
+tags: []                     # e.g. [math, reasoning], [code], [knowledge, multiple-choice]
+dataset: ""                  # e.g. org/dataset (config, split)
+# Where the facts below come from: the paper, the dataset card, the official repository,
+# the harness task config. Every claim in this file should trace back to one of them.
+sources: []
+scoring: ""                  # e.g. exact match after extracting the final answer; pass@1
+prompt_format: ""            # e.g. zero-shot, "Please reason step by step ..."
+num_fewshot: null            # a count, a list of accepted counts, or null
+expected_max_tokens: null    # e.g. {{non_reasoning: 2048, reasoning: 32768}}
+# Machine-checkable rules, applied to every job with `benchmark: {name}`.
+# Each rule: path (into job.yaml), one or more checks (equals, one_of, min, max,
+# matches, required: true), severity (error | warning; default error), why (one line),
+# optionally fix (what to do) and when (a condition: {{path: ..., <check>}}).
+# Use `error` only for what is definitely wrong.
+rules: []
+#  - path: params.num_fewshot
+#    one_of: [0, 5]
+#    severity: warning
+#    why: published numbers use 5-shot; other counts are not comparable
+#  - path: model.max_tokens
+#    min: 2048
+#    severity: warning
+#    why: truncated answers have no final answer and score 0
+---
+# {name}
+
+One paragraph: what the benchmark measures, who introduced it, how many problems, which split.
+
+## Evaluation method
+
+How an answer is scored, exactly: answer extraction, normalisation, equivalence checking,
+the metric (accuracy, pass@k with the unbiased estimator, ...) and how it is aggregated.
+
+## Pitfalls
+
+- The mistakes that silently change the number (wrong split, truncation, answer extraction).
+
+## Prompt format
+
+The canonical prompt, quoted, and the few-shot count.
+
+## Setup checklist
+
+- [ ] Dataset, config and split:
+- [ ] Prompt and few-shot count:
+- [ ] max_tokens (reasoning models need far more):
+- [ ] Scoring code and a hand-checked sample of extracted answers:
+- [ ] Number of samples per problem and seeds:
+"""
+
+
+def scaffold(name: str, folder: str | Path | None = None) -> Path:
+    """Write ``.runjob/references/<slug>.md`` under the project *folder* and return its path.
+
+    :raises RunjobError: the name gives an empty file name, or the file exists (never overwritten).
+    """
+    name = " ".join(str(name).split())
+    slug = slugify(name)
+    if not slug:
+        raise RunjobError(f"cannot make a file name from {name!r}: use letters or digits")
+    target = (Path(folder) if folder is not None else Path.cwd()) / PROJECT_DIR / f"{slug}.md"
+    if target.exists():
+        raise RunjobError(f"{target} already exists; edit it, or remove it first")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    quoted = name if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._/+()-]*", name) and ": " not in name else yaml.safe_dump(name).strip()
+    text = SCAFFOLD.format(name=quoted).replace(f"# {quoted}\n", f"# {name}\n", 1)
+    with open(target, "x", encoding="utf-8") as handle:
+        handle.write(text)
+    return target
