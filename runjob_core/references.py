@@ -109,6 +109,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,20 +141,28 @@ CHECK_KEYS = ("equals", "one_of", "min", "max", "matches", "required")
 RULE_KEYS = ("path", *CHECK_KEYS, "severity", "why", "fix", "when")
 SEVERITIES = ("error", "warning")
 
-#: JobSpec fields a rule may read, and what is below them: a record class name, "dict" or None.
-_RECORD_FIELDS = {
-    "model": ("name", "path", "dtype", "max_model_len", "max_tokens"),
-    "resources": ("partition", "account", "qos", "nodes", "gpus", "gpu_type", "cpus", "mem", "time"),
-    "data": ("input", "output"),
-    "checkpoint": ("dir", "every", "signal_margin"),
-    "upload": ("repo", "every", "endpoint", "private"),
-    "canary": ("limit", "time"),
-    "resume": ("auto", "max_attempts", "max_preemptions", "max_timeouts", "max_failures"),
-    "health": ("stall_minutes", "disk_low_percent"),
-}
-_DICT_FIELDS = ("params", "env", "columns")
-_SCALAR_FIELDS = ("name", "command", "template", "cluster", "workdir", "benchmark", "setup")
-_ROOTS = (*_SCALAR_FIELDS, *_RECORD_FIELDS, *_DICT_FIELDS)
+#: JobSpec fields that describe where a spec came from, not the experiment.
+_NOT_SPEC = ("source", "base_dir")
+
+
+@functools.lru_cache(maxsize=1)
+def _spec_layout() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], tuple[str, ...]]:
+    """What a rule path may name, read from JobSpec itself: ``(records, dicts, scalars)``,
+    records mapping a field (``model``) to its sub-fields (``max_tokens``, ...)."""
+    records: dict[str, tuple[str, ...]] = {}
+    dicts: list[str] = []
+    scalars: list[str] = []
+    for field in attrs.fields(JobSpec):
+        if field.name in _NOT_SPEC:
+            continue
+        default = field.default
+        if attrs.has(type(default)):
+            records[field.name] = tuple(f.name for f in attrs.fields(type(default)))
+        elif isinstance(default, attrs.Factory) and default.factory is dict:
+            dicts.append(field.name)
+        else:
+            scalars.append(field.name)
+    return records, tuple(dicts), tuple(scalars)
 
 
 @frozen
@@ -201,7 +210,8 @@ def slugify(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.strip().lower()).strip("-.")
 
 
-def _rank(reference: Reference) -> int:
+def precedence(reference: Reference) -> int:
+    """0 for the project's references, 1 for plugins', 2 for the shipped pack's."""
     if reference.source == PROJECT_SOURCE:
         return 0
     if reference.source == CORE_SOURCE:
@@ -212,30 +222,42 @@ def _rank(reference: Reference) -> int:
 def find_reference(name: str, references: Iterable[Reference]) -> Reference | None:
     """The reference called *name* (or with *name* among its aliases), or ``None``.
 
-    Case-insensitive, ignoring ``-``, ``_`` and spaces. When several match, the project's
-    wins over a plugin's, a plugin's over the shipped pack's, and otherwise the first
-    given. A Hub id (``org/name``) that matches nothing in full is tried by its last part.
+    Case-insensitive, ignoring ``-``, ``_`` and spaces. Of several references with the same
+    name only the winner counts (the project's over a plugin's, a plugin's over the shipped
+    pack's, see :func:`merge_references`), and it answers to the aliases of the ones it
+    hides too: a project ``GSM8K`` is found as ``openai/gsm8k``. When different references
+    match, the same precedence decides, then the order given. A Hub id (``org/name``) that
+    matches nothing in full is tried by its last part.
     """
     if not name or not str(name).strip():
         return None
-    ordered = sorted(references, key=_rank)  # stable: keeps the given order within a rank
+    table = _lookup_table(references)
     wanted = normalize(name)
-    for candidate in ordered:
-        if any(normalize(n) == wanted for n in (candidate.name, *candidate.aliases)):
-            return candidate
+    for reference, names in table:
+        if wanted in names:
+            return reference
     if "/" in str(name):
         tail = normalize(str(name).rstrip("/").rsplit("/", 1)[-1])
-        for candidate in ordered:
-            if any(normalize(n) == tail for n in (candidate.name, *candidate.aliases)):
-                return candidate
+        for reference, names in table:
+            if tail in names:
+                return reference
     return None
 
 
+def _lookup_table(references: Iterable[Reference]) -> list[tuple[Reference, set[str]]]:
+    """``(winner, every normalised name and alias of its group)`` in precedence order."""
+    groups: dict[str, list[Reference]] = {}
+    for reference in sorted(references, key=precedence):  # stable within a layer
+        groups.setdefault(normalize(reference.name), []).append(reference)
+    return [(group[0], {normalize(n) for r in group for n in (r.name, *r.aliases)}) for group in groups.values()]
+
+
 def merge_references(references: Iterable[Reference]) -> list[Reference]:
-    """One reference per name, the winner by precedence (project > plugin > pack)."""
+    """One reference per name, the winner by precedence (project > plugin > pack), in
+    precedence order (stable: the given order within one layer)."""
     seen: set[str] = set()
     merged = []
-    for reference in sorted(references, key=_rank):
+    for reference in sorted(references, key=precedence):
         key = normalize(reference.name)
         if key in seen:
             continue
@@ -248,7 +270,7 @@ def shadowing(references: Iterable[Reference]) -> dict[int, Reference]:
     """For each reference hidden by another of the same name: ``id(hidden) -> winner``."""
     winners: dict[str, Reference] = {}
     hidden: dict[int, Reference] = {}
-    for reference in sorted(references, key=_rank):
+    for reference in sorted(references, key=precedence):
         key = normalize(reference.name)
         if key in winners:
             if not (winners[key].source == reference.source and winners[key].path == reference.path):
@@ -456,16 +478,24 @@ _LINK_RE = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 def _strip_markup(text: str) -> str:
     text = _LINK_RE.sub(lambda m: m.group(1), text)
-    return re.sub(r"[*`_]{1,3}(.+?)[*`_]{1,3}", r"\1", text).strip().strip("*`").strip()
+    return re.sub(r"(\*\*|__|\*|`)(.+?)\1", r"\2", text).strip().strip("*`").strip()
 
 
-def _file_of(cell: str) -> str | None:
+def _file_of(cell: str, *, allow_bare: bool = False) -> str | None:
+    """The Markdown file a cell points to: a link target or a file name (``gsm8k.md``).
+
+    With *allow_bare*, a plain name without extension (``gsm8k``) means ``gsm8k.md``.
+    """
     link = _LINK_RE.search(cell)
     target = link.group(2) if link else cell.strip().strip("`").strip()
     target = target.split("#", 1)[0].strip()
     if not target or re.match(r"^[a-z][a-z0-9+.-]*://", target, re.IGNORECASE):
         return None
-    return target if target.lower().endswith((".md", ".markdown")) else None
+    if target.lower().endswith((".md", ".markdown")):
+        return target
+    if allow_bare and not link and re.fullmatch(r"[\w][\w./-]*", target) and "." not in Path(target).name:
+        return f"{target}.md"
+    return None
 
 
 def _aliases_of(text: str) -> tuple[str, ...]:
@@ -526,7 +556,7 @@ def _table_entries(header: list[str], rows: list[list[str]]) -> list[IndexEntry]
         def cell(index: int | None) -> str:
             return cells[index] if index is not None and index < len(cells) else ""
 
-        file = _file_of(cell(file_col)) if file_col is not None else None
+        file = _file_of(cell(file_col), allow_bare=True) if file_col is not None else None
         if file is None:
             file = next((f for f in (_file_of(c) for c in cells if _LINK_RE.search(c)) if f), None)
         name = _strip_markup(cell(name_col))
@@ -539,7 +569,7 @@ def _table_entries(header: list[str], rows: list[list[str]]) -> list[IndexEntry]
 def _list_entry(item: str) -> IndexEntry | None:
     if "|" in item:
         parts = [p.strip() for p in item.split("|")]
-        file = _file_of(parts[-1])
+        file = _file_of(parts[-1], allow_bare=True)
         if file and len(parts) >= 2:
             aliases = _aliases_of(parts[1]) if len(parts) >= 3 else ()
             return IndexEntry(name=_strip_markup(parts[0]), file=file, aliases=aliases)
@@ -555,8 +585,10 @@ def _list_entry(item: str) -> IndexEntry | None:
         if file is None:
             return None
         text = link.group(1).strip()
-        if not text or _file_of(text):
-            text = re.sub(r"\s*(?::|—|–|->|=>|-)\s*$", "", item[:link.start()]).strip()
+        if not text or _file_of(text):  # the link shows the file name: the name is beside it
+            before = re.sub(r"\s*(?::|—|–|->|=>|-)\s*$", "", item[:link.start()]).strip()
+            after = re.sub(r"^\s*(?::|—|–|->|=>|-)\s*", "", item[link.end():]).strip()
+            text = before or after
         name = _strip_markup(text)
         return IndexEntry(name=name, file=file, aliases=aliases) if name else None
     plain = re.match(r"^(?P<name>.+?)\s*(?::|—|–|->|=>|\s-)\s*`?(?P<file>[^\s`]+\.(?:md|markdown))`?", item)
@@ -763,33 +795,36 @@ def _validate_path(value: Any, where: str, label: str, problems: list[str]) -> s
     for path in paths:
         problem = _path_problem(path)
         if problem:
-            problems.append(f"{problem} at {where} in {label}")
+            message, hint = problem
+            problems.append(f"{message} at {where} in {label}{hint}")
     return value
 
 
-def _path_problem(path: str) -> str | None:
+def _path_problem(path: str) -> tuple[str, str] | None:
+    """``(message, hint)`` when *path* cannot point into a job spec, else None."""
     parts = path.split(".")
     if not path or any(not re.fullmatch(r"[A-Za-z0-9_\-]+", p) for p in parts):
-        return f"invalid path {path!r}: use dotted names like params.num_fewshot"
+        return f"invalid path {path!r}", "; use dotted names like params.num_fewshot"
     root, rest = parts[0], parts[1:]
-    if root not in _ROOTS:
-        close = difflib.get_close_matches(root, _ROOTS, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; the job spec has {', '.join(_ROOTS)}"
-        return f"unknown job spec field {root!r} in path {path!r}{hint}"
-    if root in _RECORD_FIELDS:
-        fields = _RECORD_FIELDS[root]
+    records, dicts, scalars = _spec_layout()
+    roots = (*scalars, *records, *dicts)
+    if root not in roots:
+        close = difflib.get_close_matches(root, roots, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; the job spec has {', '.join(roots)}"
+        return f"unknown job spec field {root!r} in path {path!r}", hint
+    if root in records:
+        fields = records[root]
         if len(rest) != 1:
-            return f"path {path!r} must name one field of {root}: {', '.join(fields)}"
+            return f"path {path!r} must name one field of {root}", f"; {root} has {', '.join(fields)}"
         if rest[0] not in fields:
             close = difflib.get_close_matches(rest[0], fields, n=1)
             hint = f"; did you mean '{root}.{close[0]}'?" if close else f"; {root} has {', '.join(fields)}"
-            return f"unknown field {rest[0]!r} of {root} in path {path!r}{hint}"
-    elif root in _DICT_FIELDS:
+            return f"unknown field {rest[0]!r} of {root} in path {path!r}", hint
+    elif root in dicts:
         if not rest:
-            return f"path {path!r} must name a key of {root}, e.g. {root}.num_fewshot" if root == "params" else \
-                f"path {path!r} must name a key of {root}"
+            return f"path {path!r} must name a key of {root}", f"; e.g. {root}.num_fewshot" if root == "params" else ""
     elif rest:
-        return f"{root} has no fields: path {path!r} should be just {root!r}"
+        return f"{root} has no fields in path {path!r}", f"; use just {root!r}"
     return None
 
 
@@ -823,7 +858,7 @@ def _resolve(job: JobSpec, path: str | list[str]) -> Any:
     return _MISSING
 
 
-def _path_label(path: str | list[str]) -> str:
+def path_label(path: str | list[str]) -> str:
     return "|".join(path) if isinstance(path, list) else path
 
 
@@ -852,6 +887,25 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def expectation(rule: Mapping[str, Any]) -> str:
+    """What a rule's checks accept, in words: "one of 0, 5, 8", "at least 2048"."""
+    return _expectation(rule)
+
+
+def describe_rule(rule: Mapping[str, Any]) -> str:
+    """One line for people: ``model.max_tokens: at least 2048 [warning] when ... — why``."""
+    label = path_label(rule["path"])
+    required = "required, " if rule.get("required") else ""
+    checks = _expectation(rule) if any(k in rule for k in CHECK_KEYS if k != "required") else "set"
+    when = ""
+    if rule.get("when"):
+        conditions = rule["when"] if isinstance(rule["when"], list) else [rule["when"]]
+        when = " when " + " or ".join(
+            f"{path_label(c['path'])} is set" if set(c) <= {"path", "required"}
+            else f"{path_label(c['path'])} is {_expectation(c)}" for c in conditions)
+    return f"{label}: {required}{checks} [{rule.get('severity', 'error')}]{when} — {rule.get('why', '')}"
 
 
 def _expectation(rule: Mapping[str, Any]) -> str:
@@ -926,7 +980,7 @@ def check_rule(rule: Mapping[str, Any], job: JobSpec, *, reference: str = "") ->
     """Apply one validated rule; ``None`` when its ``when`` does not hold."""
     if not rule_applies(rule, job):
         return None
-    label = _path_label(rule["path"])
+    label = path_label(rule["path"])
     severity = rule.get("severity", "error")
     why = rule.get("why", "")
     fix = rule.get("fix") or _default_fix(rule, label)
@@ -971,7 +1025,7 @@ def reference_for_job(job: JobSpec, references: Iterable[Reference]) -> Referenc
         return find_reference(job.benchmark, references)
     if job.data.input:
         wanted = normalize(job.data.input)
-        for candidate in sorted(references, key=_rank):
+        for candidate in sorted(references, key=precedence):
             if any("/" in a and normalize(a) == wanted for a in candidate.aliases):
                 return candidate
     return None
@@ -1048,7 +1102,7 @@ scoring: ""                  # e.g. exact match after extracting the final answe
 prompt_format: ""            # e.g. zero-shot, "Please reason step by step ..."
 num_fewshot: null            # a count, a list of accepted counts, or null
 expected_max_tokens: null    # e.g. {{non_reasoning: 2048, reasoning: 32768}}
-# Machine-checkable rules, applied to every job with `benchmark: {name}`.
+# Machine-checkable rules, applied to every job with `benchmark: {title}`.
 # Each rule: path (into job.yaml), one or more checks (equals, one_of, min, max,
 # matches, required: true), severity (error | warning; default error), why (one line),
 # optionally fix (what to do) and when (a condition: {{path: ..., <check>}}).
@@ -1063,7 +1117,7 @@ rules: []
 #    severity: warning
 #    why: truncated answers have no final answer and score 0
 ---
-# {name}
+# {title}
 
 One paragraph: what the benchmark measures, who introduced it, how many problems, which split.
 
@@ -1103,8 +1157,8 @@ def scaffold(name: str, folder: str | Path | None = None) -> Path:
     if target.exists():
         raise RunjobError(f"{target} already exists; edit it, or remove it first")
     target.parent.mkdir(parents=True, exist_ok=True)
-    quoted = name if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._/+()-]*", name) and ": " not in name else yaml.safe_dump(name).strip()
-    text = SCAFFOLD.format(name=quoted).replace(f"# {quoted}\n", f"# {name}\n", 1)
+    quoted = name if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._/+()-]*", name) else json.dumps(name)
+    text = SCAFFOLD.format(name=quoted, title=name)
     with open(target, "x", encoding="utf-8") as handle:
         handle.write(text)
     return target

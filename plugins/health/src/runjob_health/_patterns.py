@@ -1,0 +1,345 @@
+"""Patterns for the streaming log health checks (stdlib only, bytes regexes).
+
+Everything here works on *records*: the bytes between two line terminators
+(``\\n`` or ``\\r``; tqdm redraws with ``\\r``).  Line numbers count ``\\n`` only.
+
+Speed contract
+--------------
+``_scan.LogScanner`` does not run these regexes on every record.  It first
+looks for the literal byte strings in :data:`ANCHORS` (fast ``bytes.find`` /
+``memchr`` passes over big chunks) and only inspects records that contain one.
+That is only correct if **every match of every label pattern, and every
+record that changes scanner state while it is idle (traceback start, a
+``Killed`` line, a completion row for the truncation check), contains at least
+one anchor occurrence that passes its guard**.  When you add a pattern, make
+sure its matched text contains one of the anchors below (case-sensitive!), or
+add an anchor.  ``tests/test_health_scan.py`` checks this on every fixture and
+on a list of example strings, and compares the fast scanner with a per-record
+reference scanner.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --------------------------------------------------------------------------
+# vocabulary: label -> (severity, action, title, advice)
+# --------------------------------------------------------------------------
+
+LABELS: dict[str, tuple[str, str, str, str]] = {
+    "cuda_oom": (
+        "error", "stop", "GPU ran out of memory",
+        "use more GPUs (or tensor/pipeline parallelism), a smaller micro-batch with more "
+        "gradient accumulation, gradient checkpointing, or for vLLM a lower max_model_len / "
+        "higher gpu_memory_utilization; runjob will not change any of these for you",
+    ),
+    "host_oom": (
+        "error", "stop", "Host (CPU) memory exhausted, the process was OOM-killed",
+        "request more memory (--mem / --mem-per-cpu), use fewer DataLoader workers, "
+        "or stream the dataset instead of loading it into RAM",
+    ),
+    "nan_loss": (
+        "error", "stop", "Loss or gradient norm became NaN/Inf",
+        "lower the learning rate (or add warmup), check the data for bad samples, "
+        "prefer bf16 over fp16 and keep gradient clipping on; resume from the last good checkpoint",
+    ),
+    "time_limit": (
+        "warning", "resume", "Job hit its scheduler time limit",
+        "resume from the last checkpoint, and request a longer --time or checkpoint more often",
+    ),
+    "preempted": (
+        "warning", "resume", "Job was preempted / the spot instance was reclaimed",
+        "resume from the last checkpoint (make sure checkpoints are frequent enough)",
+    ),
+    "node_fail": (
+        "error", "resume", "Node or GPU hardware failure",
+        "resume on a different node (exclude this one) and report the node to the admins",
+    ),
+    "nccl_error": (
+        "error", "retry", "NCCL / distributed communication failure",
+        "retry the job; if it repeats check the network/IB settings, NCCL env vars, "
+        "a hung rank, or raise the collective timeout",
+    ),
+    "disk_full": (
+        "error", "stop", "Disk full or quota exceeded",
+        "free space or point outputs/checkpoints/caches (HF_HOME, TMPDIR) at a larger "
+        "filesystem, and keep fewer checkpoints",
+    ),
+    "hub_auth_error": (
+        "error", "stop", "Hugging Face Hub refused access (401/403 or gated repo)",
+        "set a valid HF_TOKEN and accept the model's license / request access on its Hub page",
+    ),
+    "submit_error": (
+        "error", "stop", "The scheduler rejected the job submission",
+        "fix the partition/account/QOS/time/node request in the job spec and submit again",
+    ),
+    "import_error": (
+        "error", "stop", "A module or command is missing in the job environment",
+        "install the missing package/command in the job's environment (or activate the "
+        "right env/module) and resubmit",
+    ),
+    "traceback": (
+        "error", "stop", "Uncaught Python exception",
+        "fix the cause shown in the exception and resubmit",
+    ),
+    "truncation": (
+        "warning", "stop", "Many completions were cut off at max_tokens",
+        "raise max_tokens (never silently reduce it) and re-run the affected rows",
+    ),
+}
+
+SPECIFIC_LABELS = tuple(k for k in LABELS if k not in ("traceback", "truncation"))
+
+# --------------------------------------------------------------------------
+# label patterns (bytes, case-sensitive unless written otherwise)
+# --------------------------------------------------------------------------
+
+_NANV = rb"[-+]?(?:nan|NaN|NAN|inf|Inf|Infinity|infinity)(?![\w.])"
+# the key starts at "loss"/"grad": a leading "actor/pg_", "train_", "[" etc. does not
+# change whether there is a match, and a leading greedy class would make the
+# search quadratic on long lines
+_LOSS_KEY = rb"(?:(?:loss|Loss|LOSS)[A-Za-z0-9_/.\]-]*|(?:grad[_ ]?norm|gradnorm)[A-Za-z0-9_/.-]*)"
+_SEP = rb"['\"\]]?(?:\s*[:=]\s*|\s+)['\"]?(?:tensor\()?"
+
+LABEL_PATTERNS: dict[str, list[bytes]] = {
+    "cuda_oom": [
+        rb"(?:CUDA|HIP) out of memory",
+        rb"MPS backend out of memory",
+        rb"CUDA error: out of memory",
+        rb"cuda runtime error \(2\) : out of memory",
+        rb"THCudaCheck FAIL.{0,200}out of memory",
+        rb"torch\.(?:cuda\.)?OutOfMemoryError",
+        rb"OutOfMemoryError: CUDA",
+        rb"CUBLAS_STATUS_ALLOC_FAILED",
+        rb"CUDNN_STATUS_ALLOC_FAILED",
+        rb"CUDA_ERROR_OUT_OF_MEMORY",
+        rb"cudaErrorMemoryAllocation",
+        rb"No available memory for the cache blocks",
+        rb"larger than the maximum number of tokens that can be stored in KV cache",
+        rb"KV cache is needed, which is larger than the available KV cache memory",
+        rb"RESOURCE_EXHAUSTED: Out of memory",
+    ],
+    "host_oom": [
+        rb"Detected \d+ oom[-_ ]?kill event",
+        rb"\bOOM Killed\b",
+        rb"\bOOMKilled\b",
+        rb"task \d+: Out Of Memory",
+        rb"\bOut Of Memory\b",
+        rb"\bexceeded memory limit\b",
+        rb"\bExceeded (?:job|step) memory limit(?! at some point)",
+        rb"Out of memory: Kill(?:ed)? process",
+        rb"Memory cgroup out of memory",
+        rb"is killed by signal: Killed",
+        rb"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
+        rb"(?<![A-Za-z])MemoryError\b",
+    ],
+    "nan_loss": [
+        _LOSS_KEY + _SEP + _NANV,
+        rb"\b[Ll]oss (?:is|became|becomes|went to) [-+]?(?:nan|NaN|inf|Inf)\b",
+        rb"returned nan values",
+        rb"found NaN in",
+        rb"Current loss scale already at minimum",
+    ],
+    "time_limit": [
+        rb"DUE TO TIME LIMIT",
+        rb"PBS: job killed: walltime \d+ exceeded limit",
+        rb"TERM_RUNLIMIT",
+    ],
+    "preempted": [
+        rb"DUE TO PREEMPTION",
+        rb"TERM_PREEMPT",
+        rb"[Ss]pot (?:[Ii]nstance )?[Ii]nterruption",
+        rb"[Ii]nstance is going to be interrupted",
+        rb"\b(?:[Cc]luster|[Ii]nstance|[Jj]ob|[Nn]ode|VM|[Pp]od|[Ww]orker|[Tt]ask) (?:is |was |has been |got )?preempted\b",
+        rb"\bPreempted\b",
+    ],
+    "node_fail": [
+        rb"DUE TO NODE FAILURE",
+        rb"\bNODE_FAIL\b",
+        rb"\b[Nn]ode [Ff]ailure\b",
+        rb"NVRM: Xid",
+        rb"\bXid \(PCI:",
+        rb"[Uu]ncorrectable ECC",
+        rb"ECC_UNCORRECTABLE",
+        rb"cudaErrorECCUncorrectable",
+        rb"fallen off the bus",
+        rb"GPU is lost",
+    ],
+    "nccl_error": [
+        rb"Watchdog caught collective operation timeout",
+        rb"NCCL [Ee]rror",
+        rb"\bnccl(?:Internal|System|UnhandledCuda|InvalidUsage|InvalidArgument|Remote)Error\b",
+        rb"\[E[\d :.]{0,40}ProcessGroupNCCL",
+        rb"DistBackendError",
+        rb"Some NCCL operations have failed or timed out",
+        rb"NCCL communicator was aborted",
+        rb"NCCL WARN",
+    ],
+    "disk_full": [
+        rb"No space left on device",
+        rb"\[Errno 28\]",
+        rb"\bENOSPC\b",
+        rb"[Dd]isk quota exceeded",
+        rb"\[Errno 122\]",
+        rb"Not enough (?:free )?disk space",
+    ],
+    "hub_auth_error": [
+        rb"\b40[13] Client Error",
+        rb"Invalid user token",
+        rb"Invalid credentials in Authorization header",
+        rb"GatedRepoError",
+        rb"Cannot access gated repo",
+        rb"You are trying to access a gated repo",
+        rb"Access to model \S+ is restricted",
+        rb"Repo model \S+ is gated",
+        rb"RepositoryNotFoundError",
+        rb"Repository Not Found for url",
+        rb"Unauthorized for url",
+        rb"LocalTokenNotFoundError",
+    ],
+    "submit_error": [
+        rb"\bsbatch: error:",
+        rb"\bsalloc: error: Job submit/allocate failed",
+        rb"Batch job submission failed",
+        rb"\bsrun: error: Unable to allocate resources",
+    ],
+    "import_error": [
+        rb"\bModuleNotFoundError\b(?::|$)",
+        rb"\bImportError\b(?::|$)",
+        rb"\bNo module named ['\"]",
+        rb": command not found",
+        rb"execve\(\): \S+: No such file or directory",
+    ],
+}
+
+# a record that matches the pattern is still not a hit if it matches this
+LABEL_EXCLUDE: dict[str, bytes] = {
+    "nccl_error": rb"\bNCCL INFO\b",
+}
+
+# --------------------------------------------------------------------------
+# anchors (literal, case-sensitive).  GUARDED anchors only count when the
+# next byte is not a word character (so "info", "nanosecond" do not trigger).
+# --------------------------------------------------------------------------
+
+ANCHORS: tuple[bytes, ...] = (
+    # nan_loss values
+    b"nan", b"NaN", b"NAN", b"inf", b"Inf",
+    b"Current loss scale",
+    # the "...Error" family: OutOfMemoryError, MemoryError, ImportError,
+    # ModuleNotFoundError, GatedRepoError, NCCL error, ncclXxxError,
+    # "sbatch: error:", "CUDA error: out of memory", "Client Error", ...
+    b"rror",
+    # cuda_oom
+    b"CUDA out", b"HIP out", b"MPS backend out", b"THCudaCheck", b"_ALLOC_FAILED",
+    b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
+    # host_oom
+    b"Detected", b"Killed", b"Out Of Memory", b"Out of memory", b"exceeded memory",
+    b"Exceeded", b"Memory cgroup", b"DefaultCPUAllocator",
+    # time_limit / preempted / node_fail
+    b"DUE TO", b"PBS: job killed", b"TERM_",
+    b"nterruption", b"going to be interrupted", b"reempted",
+    b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus", b"GPU is lost",
+    # nccl_error
+    # (not plain "NCCL": NCCL_DEBUG=INFO logs have millions of "NCCL INFO" lines)
+    b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL", b"NCCL communicator",
+    b"NCCL WARN", b"DistBackend",
+    # disk_full
+    b"No space left", b"Errno", b"ENOSPC", b"isk quota", b"Not enough",
+    # hub_auth_error
+    b"Invalid ", b"Cannot access gated", b"You are trying",
+    b"Access to model", b"Repo model", b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound",
+    # submit_error
+    b"Batch job submission", b"Unable to allocate",
+    # import_error
+    b"No module named", b"command not found", b"execve",
+    # state changes that are not label matches
+    b"Traceback", b'File "',
+    # truncation (completion rows)
+    b"finish_reason",
+)
+# per label: at least one of these literals is in every record the label's
+# patterns match (a cheap precheck before running the regexes)
+LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
+    "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"rror", b"THCudaCheck", b"_ALLOC_FAILED",
+                 b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED"),
+    "host_oom": (b"Detected", b"Killed", b"Out Of Memory", b"exceeded memory", b"Exceeded", b"Out of memory",
+                 b"Memory cgroup", b"DefaultCPUAllocator", b"rror"),
+    "nan_loss": (b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Current loss scale"),
+    "time_limit": (b"DUE TO", b"PBS: job killed", b"TERM_"),
+    "preempted": (b"DUE TO", b"TERM_", b"nterruption", b"going to be interrupted", b"reempted"),
+    "node_fail": (b"DUE TO", b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus",
+                  b"GPU is lost"),
+    "nccl_error": (b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL",
+                   b"NCCL communicator", b"NCCL WARN", b"rror", b"DistBackend"),
+    "disk_full": (b"No space left", b"Errno", b"ENOSPC", b"isk quota", b"Not enough"),
+    "hub_auth_error": (b"rror", b"Invalid ", b"Cannot access gated", b"You are trying", b"Access to model", b"Repo model",
+                       b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound"),
+    "submit_error": (b"rror", b"Batch job submission", b"Unable to allocate"),
+    "import_error": (b"rror", b"No module named", b"command not found", b"execve"),
+}
+
+# only when max_tokens is given (token-count rows)
+TOKEN_ANCHORS: tuple[bytes, ...] = (b"_tokens", b"output_len", b"gen_len")
+GUARDED: frozenset[bytes] = frozenset({b"nan", b"NaN", b"NAN", b"inf", b"Inf"})
+GUARD_ALLOWED_SUFFIX = b"inity"  # "Infinity"/"infinity" pass the guard
+
+# --------------------------------------------------------------------------
+# traceback structure
+# --------------------------------------------------------------------------
+
+TB_HEADER = rb"Traceback \(most recent call last\)"
+TB_FRAME = rb'File "[^"]*", line \d+'
+# the final exception line (tested on the prefix-stripped, left-stripped text)
+TB_EXC = (
+    rb"^(?:[A-Za-z_]\w*\.)*(?=[A-Z])\w*(?:Error|Exception|Exit|Interrupt|Iteration|Failure|Fault|Warning)"
+    rb"(?:\([\w.]+\))?(?::|$)"
+)
+TB_STRUCTURAL = (
+    rb"^(?:$|[\xe2]\x94[\x82\x80\x9c\xa4\xac\xb4\xbc\x8c\x90\x94\x98]|\xe2\x95[\xad\xae\xaf\xb0]"
+    rb"|During handling of the above exception|The above exception was the direct cause"
+    rb"|\[Previous line repeated|[\^~\s]+$)"
+)
+# lines after the exception that mean the process is going down
+TB_EXIT = (
+    rb"exit(?:ed)?(?: with)?(?: exit)? (?:code|status)\s*:?\s*-?[1-9]"
+    rb"|exitcode\s*:\s*-?[1-9]"
+    rb"|non-zero exit (?:code|status)"
+    rb"|core dumped|Segmentation fault|terminate called"
+    rb"|Sending process \d+ closing signal"
+    rb"|CANCELLED AT"
+    rb"|Abnormal program exit"
+    rb"|task \d+: (?:Exited|Killed|Terminated)"
+    rb"|(?:^|\s)Killed\s*$"
+)
+# lines that look like normal progress / training logging
+TB_PROGRESS = (
+    rb"\d+%\||\|\s*\d+/\d+\s*\["
+    rb"|\b(?:[Ee]poch|EPOCH|[Ss]tep|STEP|[Ii]ter|[Ii]teration|global_step)\b\W{0,3}\d"
+    rb"|\b(?:loss|Loss|train_loss)\b['\"]?\s*[:=]\s*-?\d"
+    rb"|\d\s*(?:it/s|s/it|samples/s|tokens/s|tok/s)\b"
+)
+TB_ERRORISH = rb"[Ee]rror|ERROR|Exception|Traceback|FAIL|[Ff]ailed|[Ff]atal|FATAL|CRITICAL|wandb:"
+
+# "Killed" + exit-137 context (host OOM kill without a kernel/slurm message)
+KILLED = rb"(?:^|[\s:])Killed(?=\s|$)"
+EXIT137 = (
+    rb"(?:code|status|exitcode|returncode)\W{0,3}(?:137|-9)\b"
+    rb"|signal(?: number)?:? 9\b|SIGKILL|\bError 137\b"
+)
+
+# --------------------------------------------------------------------------
+# truncation
+# --------------------------------------------------------------------------
+
+FINISH_REASON = rb"finish_reason['\"]?\s*[:=]\s*(?:<\w+\.\w+:\s*)?['\"]?([A-Za-z_]+)"
+TRUNCATED_REASONS = frozenset({b"length", b"max_tokens", b"max_length"})
+NULL_REASONS = frozenset({b"none", b"null"})
+TOKEN_COUNT = (
+    rb"['\"]?\b(?:completion_tokens|output_tokens|num_output_tokens|num_generated_tokens"
+    rb"|generated_tokens|output_len|gen_len)['\"]?\s*[:=]\s*(\d+)"
+)
+
+
+def compile_label_patterns() -> dict[str, "re.Pattern[bytes]"]:
+    return {label: re.compile(b"|".join(b"(?:" + p + b")" for p in pats)) for label, pats in LABEL_PATTERNS.items()}

@@ -1,0 +1,595 @@
+"""Streaming log health checks (pure Python, stdlib only, no runjob imports).
+
+    scanner = LogScanner(max_tokens=None, start_line=0)
+    hits = scanner.feed(chunk)        # any chunk size, keeps the partial last line
+    hits += scanner.finish()          # end of stream: flush + pending decisions
+    hits = scan_file(path)            # the same for a whole file
+    hits = findings_for_state("TIMEOUT", None)
+
+Design (see ``_patterns`` for the speed contract):
+
+* The log is split into *records* at ``\\n`` and ``\\r`` (tqdm redraws); line
+  numbers count ``\\n`` only and are 1-based (plus ``start_line``).
+* Large chunks are not split into lines.  A prefilter finds the literal
+  anchors of all checks with ``bytes.find`` (or a ``memchr`` loop over the
+  anchor's rarest byte, chosen from a byte-frequency sample) and only the
+  records around those positions are inspected.  While a traceback or a
+  ``Killed`` line is pending, records are inspected one by one until the
+  decision is made.  ``_ReferenceScanner`` inspects every record; the tests
+  check that both give identical hits.
+* One physical event gives one hit per label: a label that matched within the
+  previous ``BURST_LINES`` lines is not reported again.
+* A Python traceback stays pending until ``LOOKAHEAD_LINES`` further lines
+  arrive, a line says the process is exiting, or ``finish()``.  If at least
+  ``PROGRESS_MIN`` of those lines look like normal progress and none says the
+  process exited, the traceback was caught: it (and any specific label found
+  inside it) is reported as warning/continue.  A traceback explained by a
+  specific label (inside it, or within ``BURST_LINES`` before it) gives no
+  separate ``traceback`` hit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from . import _patterns as P
+
+__all__ = ["Hit", "LogScanner", "scan_file", "findings_for_state"]
+
+BURST_LINES = 100          # same label again within this many lines = same event
+LOOKAHEAD_LINES = 20       # lines to wait after a traceback before deciding
+PROGRESS_MIN = 3           # progress-looking lines needed to call a traceback caught
+EVENT_MAX_RECORDS = 2000   # safety cap for a traceback that never ends
+KILLED_WINDOW = 20         # lines after "Killed" in which exit-137 context counts
+TEXT_MAX = 300
+TRUNCATION_MIN_ROWS = 20
+TRUNCATION_SHARE = 0.05
+TRUNCATION_EARLY_MIN = 3   # while streaming, need at least this many truncated rows
+PLAN_MIN_BYTES = 256 << 10  # regions at least this big get a rare-byte search plan
+PLAN_REFRESH_BYTES = 256 << 20
+PLAN_SAMPLE_BYTES = 512 << 10
+
+_LABEL_RX = P.compile_label_patterns()
+_LABEL_ORDER = tuple(P.LABEL_PATTERNS)
+_LABEL_ANCHORS = {k: frozenset(v) for k, v in P.LABEL_ANCHORS.items()}
+_ALL_LABEL_ANCHORS = tuple(sorted(set().union(*_LABEL_ANCHORS.values())))
+_EXCLUDE_RX = {k: re.compile(v) for k, v in P.LABEL_EXCLUDE.items()}
+_HEADER_RX = re.compile(P.TB_HEADER)
+_FRAME_RX = re.compile(P.TB_FRAME)
+_EXC_RX = re.compile(P.TB_EXC)
+_STRUCT_RX = re.compile(P.TB_STRUCTURAL)
+_EXIT_RX = re.compile(P.TB_EXIT)
+_PROGRESS_RX = re.compile(P.TB_PROGRESS)
+_ERRORISH_RX = re.compile(P.TB_ERRORISH)
+_KILLED_RX = re.compile(P.KILLED)
+_EXIT137_RX = re.compile(P.EXIT137)
+_FINISH_RX = re.compile(P.FINISH_REASON)
+_TOKENS_RX = re.compile(P.TOKEN_COUNT)
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_PLAN_CACHE: dict = {}   # anchors -> (plan, bytes scanned with it)
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+@dataclass(frozen=True)
+class Hit:
+    label: str        # one of _patterns.LABELS
+    line: int         # 1-based line number in the stream (0 for scheduler-state findings)
+    message: str      # one line: what happened and what to do
+    severity: str     # "error" | "warning" | "info"
+    action: str       # "stop" | "resume" | "retry" | "warn" | "continue"
+    text: str         # the log line (stripped, at most 300 chars)
+
+
+def _decode(rec: bytes, focus: int = 0) -> str:
+    s = rec.decode("utf-8", "replace").strip()
+    if len(s) > TEXT_MAX:
+        start = max(0, min(focus - 100, len(s) - TEXT_MAX)) if focus else 0
+        s = s[start:start + TEXT_MAX].strip()
+    return s
+
+
+def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "") -> Hit:
+    severity, action, title, advice = P.LABELS[label]
+    if caught:
+        severity, action = "warning", "continue"
+    msg = f"{title}"
+    if detail:
+        msg += f" ({detail})"
+    msg += f" at line {line}: {advice}." if line else f": {advice}."
+    if caught:
+        msg += " It was logged inside a traceback that the job recovered from, so it is only a warning."
+    return Hit(label, line, msg, severity, action, text)
+
+
+@dataclass
+class _Event:
+    """A pending Python traceback."""
+    start_line: int
+    prefix: bytes
+    exc_max_indent: int
+    headless: bool
+    phase: str = "body"                 # "body" until the exception line, then "after"
+    exc_line: int = 0
+    exc_text: str = ""
+    n_after: int = 0
+    n_progress: int = 0
+    n_records: int = 0
+    exit_seen: bool = False
+    explained: bool = False
+    held: list = field(default_factory=list)
+
+
+class LogScanner:
+    """Incremental scanner; feed it arbitrary byte chunks, then call finish()."""
+
+    def __init__(self, *, max_tokens: int | None = None, start_line: int = 0):
+        self.max_tokens = max_tokens
+        self._start_line = start_line
+        self._line = start_line          # '\n' seen before the current partial record
+        self._partial = b""
+        self._finished = False
+        self._last_match: dict[str, int] = {}
+        self._last_specific = None       # line of the latest specific-label match
+        self._event: _Event | None = None
+        self._killed: tuple[int, bytes] | None = None
+        self._fr = [0, 0]                # finish_reason rows: total, truncated
+        self._tok = [0, 0]               # token-count rows: total, at max_tokens
+        self._trunc_last: tuple[int, str] | None = None
+        self._trunc_done = False
+        self._out: list[Hit] = []
+        anchors = list(P.ANCHORS)
+        if max_tokens:
+            anchors += list(P.TOKEN_ANCHORS)
+        self._anchors = tuple(anchors)
+        self._plan = None                # (fast anchors, {byte: [(anchor, offset)]})
+        self._plan_age = 0
+
+    # ------------------------------------------------------------- public
+    @property
+    def lines_seen(self) -> int:
+        """Complete lines seen so far (including ``start_line``)."""
+        return self._line
+
+    def feed(self, data: bytes) -> list[Hit]:
+        if self._finished:
+            raise RuntimeError("feed() after finish()")
+        if not data:
+            return []
+        data = bytes(data)
+        last = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if last < 0:
+            self._partial += data
+            return []
+        n = data.find(b"\n", 0, last + 1)
+        r = data.find(b"\r", 0, last + 1)
+        first = n if r < 0 else (r if n < 0 else min(n, r))
+        rec = self._partial + data[:first] if self._partial else data[:first]
+        self._partial = b""
+        self._record(rec, self._line + 1)
+        if data[first] == 10:
+            self._line += 1
+        if first + 1 < last + 1:
+            self._scan_region(data, first + 1, last + 1)
+        self._partial = data[last + 1:]
+        return self._take()
+
+    def finish(self) -> list[Hit]:
+        if self._finished:
+            return []
+        if self._partial:
+            self._record(self._partial, self._line + 1)
+            self._partial = b""
+            self._line += 1
+        if self._event is not None:
+            self._decide()
+        self._killed = None
+        self._truncation_check(final=True)
+        self._finished = True
+        return self._take()
+
+    # ------------------------------------------------------------- regions
+    def _take(self) -> list[Hit]:
+        out, self._out = self._out, []
+        return out
+
+    def _busy(self, next_line: int) -> bool:
+        if self._event is not None:
+            return True
+        if self._killed is not None:
+            if next_line > self._killed[0] + KILLED_WINDOW:
+                self._killed = None
+                return False
+            return True
+        return False
+
+    def _sequential(self, buf: bytes, pos: int, hi: int, until_idle: bool) -> int:
+        """Process whole records from pos (buf[hi-1] is a terminator)."""
+        find = buf.find
+        while pos < hi:
+            n = find(b"\n", pos, hi)
+            if n < 0:
+                n = hi
+            r = find(b"\r", pos, n)
+            end = r if r >= 0 else n
+            if end > pos:
+                self._record(buf[pos:end], self._line + 1)
+            if buf[end] == 10:
+                self._line += 1
+            pos = end + 1
+            if until_idle and not self._busy(self._line + 1):
+                break
+        return pos
+
+    def _scan_region(self, buf: bytes, lo: int, hi: int) -> None:
+        cands = self._candidates(buf, lo, hi)
+        pos = lo
+        ci = 0
+        nc = len(cands)
+        find = buf.find
+        rfind = buf.rfind
+        while pos < hi:
+            if self._busy(self._line + 1):
+                pos = self._sequential(buf, pos, hi, until_idle=True)
+                continue
+            while ci < nc and cands[ci] < pos:
+                ci += 1
+            if ci >= nc:
+                self._line += buf.count(b"\n", pos, hi)
+                return
+            c = cands[ci]
+            rs = max(rfind(b"\n", pos, c), rfind(b"\r", pos, c)) + 1
+            if rs < pos:
+                rs = pos
+            n = find(b"\n", c, hi)
+            if n < 0:
+                n = hi
+            r = find(b"\r", c, n)
+            end = r if r >= 0 else n
+            if rs > pos:
+                self._line += buf.count(b"\n", pos, rs)
+            self._record(buf[rs:end], self._line + 1)
+            if buf[end] == 10:
+                self._line += 1
+            pos = end + 1
+
+    # ------------------------------------------------------------- prefilter
+    def _make_plan(self, buf: bytes, lo: int, hi: int):
+        """Pick, per anchor, bytes.find (fastsearch) or a memchr loop over one
+        of its bytes, by measuring on a sample of this region.  Anchors that
+        share a byte at the same offset share one loop and one
+        ``startswith(tuple)`` test per occurrence.  Only the speed depends on
+        the plan; the candidate set is the same."""
+        start = lo + (hi - lo) // 3
+        sample = buf[start:start + min(PLAN_SAMPLE_BYTES, max(16384, (hi - lo) // 8))]
+        scale = (1 << 20) / max(1, len(sample))         # costs per MiB
+        occ: dict[int, int] = {}
+        loops: dict[int, dict[int, list]] = {}
+        fast = []
+        for a in self._anchors:
+            t0 = time.perf_counter()
+            n = sample.count(a)
+            best = ((time.perf_counter() - t0) + n * 3e-7) * scale
+            choice = None
+            for i, b in enumerate(a):
+                if b not in occ:
+                    occ[b] = sample.count(bytes((b,)))
+                k = occ[b] * scale
+                cost = 0.0 if b in loops else 2e-5 + k * 3e-7
+                cost += k * (3e-8 if i in loops.get(b, {}) else 1.5e-7)
+                if cost < best:
+                    best, choice = cost, (b, i)
+            if choice is None:
+                fast.append(a)
+            else:
+                loops.setdefault(choice[0], {}).setdefault(choice[1], []).append(a)
+        rare = [(bytes((b,)), [(off, tuple(group)) for off, group in offs.items()]) for b, offs in loops.items()]
+        return fast, rare
+
+    def _candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
+        size = hi - lo
+        if self._plan is None and self._anchors in _PLAN_CACHE:
+            # reuse the plan of an earlier scanner in this process (speed only)
+            self._plan, self._plan_age = _PLAN_CACHE[self._anchors]
+        if size >= PLAN_MIN_BYTES and (self._plan is None or self._plan_age >= PLAN_REFRESH_BYTES):
+            self._plan = self._make_plan(buf, lo, hi)
+            self._plan_age = 0
+        self._plan_age += size
+        if self._plan is not None:
+            _PLAN_CACHE[self._anchors] = (self._plan, self._plan_age)
+        if self._plan is None or size < 4096:
+            fast, rare = self._anchors, ()
+        else:
+            fast, rare = self._plan
+        out: list[int] = []
+        add = out.append
+        find = buf.find
+        startswith = buf.startswith
+        guarded = P.GUARDED
+        word = _WORD
+        suffix = P.GUARD_ALLOWED_SUFFIX
+        for a in fast:
+            i = find(a, lo, hi)
+            if i < 0:
+                continue
+            la = len(a)
+            if a in guarded:
+                while i >= 0:
+                    j = i + la
+                    if j >= hi or buf[j] not in word or startswith(suffix, j):
+                        add(i)
+                    i = find(a, j, hi)
+            else:
+                while i >= 0:
+                    add(i)
+                    i = find(a, i + la, hi)
+        for b, groups in rare:
+            i = find(b, lo, hi)
+            if len(groups) == 1:
+                off, group = groups[0]
+                while i >= 0:
+                    s = i - off
+                    if s >= lo and startswith(group, s):
+                        self._rare_hit(buf, s, hi, group, add)
+                    i = find(b, i + 1, hi)
+            else:
+                while i >= 0:
+                    for off, group in groups:
+                        s = i - off
+                        if s >= lo and startswith(group, s):
+                            self._rare_hit(buf, s, hi, group, add)
+                    i = find(b, i + 1, hi)
+        out.sort()
+        return out
+
+    @staticmethod
+    def _rare_hit(buf: bytes, s: int, hi: int, group: tuple, add) -> None:
+        for a in group:
+            if not buf.startswith(a, s):
+                continue
+            j = s + len(a)
+            if j > hi:
+                continue
+            if a in P.GUARDED and j < hi and buf[j] in _WORD and not buf.startswith(P.GUARD_ALLOWED_SUFFIX, j):
+                continue
+            add(s)
+            return
+
+    # ------------------------------------------------------------- records
+    def _record(self, rec: bytes, line: int) -> None:
+        if not rec.strip():
+            return
+        if self._killed is not None and line > self._killed[0] + KILLED_WINDOW:
+            self._killed = None
+        matched = []
+        present = {a for a in _ALL_LABEL_ANCHORS if a in rec}
+        if not present:
+            labels = ()
+        else:
+            labels = [lb for lb in _LABEL_ORDER if not present.isdisjoint(_LABEL_ANCHORS[lb])]
+        for label in labels:
+            m = _LABEL_RX[label].search(rec)
+            if m is None:
+                continue
+            ex = _EXCLUDE_RX.get(label)
+            if ex is not None and ex.search(rec):
+                continue
+            matched.append((label, m.start()))
+        for label, at in matched:
+            self._on_label(label, line, _decode(rec, at))
+        self._traceback_step(rec, line, bool(matched))
+        self._killed_step(rec, line, any(lb == "host_oom" for lb, _ in matched))
+        self._truncation_step(rec, line)
+
+    def _on_label(self, label: str, line: int, text: str) -> None:
+        last = self._last_match.get(label)
+        self._last_match[label] = max(line, last or 0)
+        self._last_specific = line if self._last_specific is None else max(self._last_specific, line)
+        ev = self._event
+        dup = last is not None and abs(line - last) <= BURST_LINES
+        if ev is not None:
+            ev.explained = True
+            if ev.phase == "body":
+                if not dup:
+                    ev.held.append((label, line, text))
+                return
+            # after the exception line: an independent event; a fatal one decides the traceback
+            if P.LABELS[label][0] == "error":
+                self._decide(force_fatal=True)
+        if not dup:
+            self._out.append(_make_hit(label, line, text))
+
+    # ------------------------------------------------------------- traceback
+    def _strip_prefix(self, rec: bytes, prefix: bytes) -> bytes:
+        if not prefix:
+            return rec
+        if rec.startswith(prefix):
+            return rec[len(prefix):]
+        head = rec[:len(prefix)]
+        if len(head) == len(prefix) and head.translate(_DIGITS) == prefix.translate(_DIGITS):
+            return rec[len(prefix):]
+        return rec
+
+    def _traceback_step(self, rec: bytes, line: int, had_label: bool) -> None:
+        ev = self._event
+        hdr = _HEADER_RX.search(rec)
+        if ev is None:
+            if hdr is not None:
+                prefix = rec[:hdr.start()].rstrip()
+                content = rec[len(prefix):]
+                indent = len(content) - len(content.lstrip())
+                self._open_event(line, prefix, indent, headless=False)
+                return
+            fr = _FRAME_RX.search(rec)
+            if fr is not None:
+                prefix = rec[:fr.start()].rstrip()
+                content = rec[len(prefix):]
+                indent = len(content) - len(content.lstrip())
+                self._open_event(line, prefix, max(0, indent - 1), headless=True)
+            return
+        ev.n_records += 1
+        if hdr is not None:
+            ev.phase = "body"
+            return
+        content = self._strip_prefix(rec, ev.prefix)
+        body = content.lstrip()
+        indent = len(content) - len(body)
+        if _FRAME_RX.match(body) is not None or _STRUCT_RX.match(body) is not None:
+            if ev.n_records > EVENT_MAX_RECORDS:
+                self._decide()
+            return
+        if indent <= ev.exc_max_indent and _EXC_RX.match(body) is not None:
+            ev.exc_line = line
+            ev.exc_text = _decode(body)
+            ev.phase = "after"
+            return
+        if ev.phase == "body" and indent > ev.exc_max_indent and not (
+                _PROGRESS_RX.search(rec) is not None and _ERRORISH_RX.search(rec) is None):
+            if ev.n_records > EVENT_MAX_RECORDS:
+                self._decide()
+            return                                  # code line of a frame
+        # a line that is not part of the traceback text: lookahead
+        if _EXIT_RX.search(rec) is not None:
+            ev.exit_seen = True
+            self._decide()
+            return
+        if _PROGRESS_RX.search(rec) is not None and _ERRORISH_RX.search(rec) is None:
+            ev.n_progress += 1
+        ev.n_after += 1
+        if ev.n_after >= LOOKAHEAD_LINES or ev.n_records > EVENT_MAX_RECORDS:
+            self._decide()
+
+    def _open_event(self, line: int, prefix: bytes, exc_max_indent: int, headless: bool) -> None:
+        ev = _Event(line, prefix, exc_max_indent, headless)
+        if self._last_specific is not None and line - self._last_specific <= BURST_LINES:
+            ev.explained = True
+        self._event = ev
+
+    def _decide(self, force_fatal: bool = False) -> None:
+        ev = self._event
+        if ev is None:
+            return
+        self._event = None
+        caught = (not force_fatal) and (not ev.exit_seen) and ev.n_progress >= PROGRESS_MIN
+        for label, line, text in ev.held:
+            self._out.append(_make_hit(label, line, text, caught=caught))
+        if ev.held or ev.explained:
+            return
+        line = ev.exc_line or ev.start_line
+        last = self._last_match.get("traceback")
+        self._last_match["traceback"] = line
+        if last is not None and line - last <= BURST_LINES:
+            return
+        exc = ev.exc_text or "(no final exception line)"
+        if caught:
+            msg = (f"A Python traceback was logged at line {line} but the job kept making progress "
+                   f"(caught and retried?): {exc}. No action needed unless it keeps repeating.")
+            hit = Hit("traceback", line, msg, "warning", "continue", exc[:TEXT_MAX])
+        else:
+            msg = f"Uncaught Python exception at line {line}: {exc}. Fix the cause and resubmit."
+            hit = Hit("traceback", line, msg, "error", "stop", exc[:TEXT_MAX])
+        self._out.append(hit)
+
+    # ------------------------------------------------------------- killed / 137
+    def _killed_step(self, rec: bytes, line: int, host_oom_here: bool) -> None:
+        if host_oom_here:
+            self._killed = None
+            return
+        if _KILLED_RX.search(rec) is not None:
+            if _EXIT137_RX.search(rec) is not None:
+                self._killed = None
+                self._on_label("host_oom", line, _decode(rec))
+            else:
+                self._killed = (line, rec)
+            return
+        if self._killed is not None and _EXIT137_RX.search(rec) is not None:
+            kline, krec = self._killed
+            self._killed = None
+            self._on_label("host_oom", kline, _decode(krec))
+
+    # ------------------------------------------------------------- truncation
+    def _truncation_step(self, rec: bytes, line: int) -> None:
+        if self._trunc_done:
+            return
+        counted = False
+        if b"finish_reason" in rec:
+            for m in _FINISH_RX.finditer(rec):
+                v = m.group(1).lower()
+                if v in P.NULL_REASONS:
+                    continue
+                counted = True
+                self._fr[0] += 1
+                if v in P.TRUNCATED_REASONS:
+                    self._fr[1] += 1
+                    self._trunc_last = (line, _decode(rec))
+        if self.max_tokens:
+            for m in _TOKENS_RX.finditer(rec):
+                counted = True
+                self._tok[0] += 1
+                if int(m.group(1)) >= self.max_tokens:
+                    self._tok[1] += 1
+                    self._trunc_last = (line, _decode(rec))
+        if counted:
+            self._truncation_check(final=False, line=line, rec=rec)
+
+    def _truncation_check(self, final: bool, line: int = 0, rec: bytes = b"") -> None:
+        if self._trunc_done:
+            return
+        for (n, k), what in ((self._fr, "finish_reason=length"), (self._tok, f"output tokens >= max_tokens={self.max_tokens}")):
+            if n < TRUNCATION_MIN_ROWS or k / n < TRUNCATION_SHARE:
+                continue
+            if not final and k < TRUNCATION_EARLY_MIN:
+                continue
+            if final:
+                line, text = self._trunc_last or (self._line, "")
+            else:
+                text = _decode(rec)
+            share = f"{k} of {n} completions ({100.0 * k / n:.1f}%) with {what}"
+            self._out.append(_make_hit("truncation", line, text, detail=share + ("" if final else " so far")))
+            self._trunc_done = True
+            return
+
+
+class _ReferenceScanner(LogScanner):
+    """Slow path for tests: inspects every record, no prefilter."""
+
+    def _scan_region(self, buf: bytes, lo: int, hi: int) -> None:
+        self._sequential(buf, lo, hi, until_idle=False)
+
+
+def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20) -> list[Hit]:
+    """Scan a whole file (in chunks) and return all hits."""
+    scanner = LogScanner(max_tokens=max_tokens)
+    hits: list[Hit] = []
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(chunk_size)
+            if not chunk:
+                break
+            hits.extend(scanner.feed(chunk))
+    hits.extend(scanner.finish())
+    return hits
+
+
+_STATE_LABELS = {
+    "OUT_OF_MEMORY": "host_oom",
+    "OOM": "host_oom",
+    "TIMEOUT": "time_limit",
+    "PREEMPTED": "preempted",
+    "NODE_FAIL": "node_fail",
+}
+
+
+def findings_for_state(state: str, exit_code: int | None) -> list[Hit]:
+    """Findings from the scheduler's final job state (sacct/squeue style strings)."""
+    raw = (state or "").strip()
+    norm = raw.upper().split()[0].rstrip("+") if raw else ""
+    text = f"state={raw} exit_code={exit_code}"
+    label = _STATE_LABELS.get(norm)
+    if label is None and norm == "FAILED" and exit_code in (137, -9):
+        label = "host_oom"
+    if label is None:
+        return []
+    return [_make_hit(label, 0, text, detail=f"scheduler state {norm}" + (f", exit code {exit_code}" if exit_code is not None else ""))]
