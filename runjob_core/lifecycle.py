@@ -66,17 +66,17 @@ class Preflight:
         return bool(self.problems)
 
 
-def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig) -> Preflight:
+def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, canary: bool = False) -> Preflight:
+    """Estimates (memory, time), the benchmark reference's rules: what would make the job fail
+    or give a wrong number, before anything waits in a queue."""
+    from runjob_core import references
+
     estimates = [e for e in context.pm.hook.runjob_estimate(job=job, cluster=cluster, context=context) if e is not None]
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
-    warnings = []
-    if job.benchmark:
-        references = plugins.flatten(context.pm.hook.runjob_references(context=context))
-        names = {n.lower() for r in references for n in (r.name, *r.aliases)}
-        if job.benchmark.lower() not in names:
-            warnings.append(f"no benchmark reference for {job.benchmark!r}: its pitfalls cannot be checked")
-    return Preflight(tuple(estimates), tuple(problems), tuple(warnings))
+    refs = references.all_references(plugin_refs=references.plugin_references(context))
+    review = references.review_job(job, refs, canary=canary)
+    return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), tuple(review.warnings))
 
 
 # ---------------------------------------------------------------------------- render

@@ -33,7 +33,6 @@ HELLO_YAML = """\
 name: hello
 cluster: local
 template: base
-benchmark: toy-arithmetic
 params:
   questions: 20
   temperature: 0.0

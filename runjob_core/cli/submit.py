@@ -27,7 +27,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, as_j
         kind = "full"
         if canary:
             job, kind = lifecycle.apply_canary(job), "canary"
-        checks = lifecycle.preflight(context, job, cluster)
+        checks = lifecycle.preflight(context, job, cluster, canary=canary)
         _show.preflight(checks, as_json)
         if checks.refused and not force:
             raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")

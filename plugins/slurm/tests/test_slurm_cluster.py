@@ -192,3 +192,14 @@ def test_unknown_host_key_is_refused(runjob_home, cluster, tmp_path):
 
     with pytest.raises(TransportError, match="not in known_hosts"):
         SSHTransport(attrs.evolve(cluster, known_hosts=str(empty))).run(["true"])
+
+
+def test_plan_refuses_time_over_the_partition_limit(runjob_home, cluster):
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [attrs.evolve(cluster, name="under-test")])
+    (runjob_home / "long.yaml").write_text("name: long\ncluster: under-test\ncommand: 'true'\n"
+                                           "resources: {partition: gpu, time: '2:00:00'}\n")
+    result = subprocess.run([str(Path(os.sys.executable).parent / "runjob"), "plan", "long.yaml", "--json"],
+                            cwd=runjob_home, capture_output=True, text=True)
+    data = json.loads(result.stdout)
+    assert result.returncode == 1 and data["refused"]
+    assert any("over partition 'gpu'" in p and "01:00:00" in p and "debug" in p for p in data["problems"])

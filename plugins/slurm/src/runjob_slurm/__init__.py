@@ -20,6 +20,13 @@ def runjob_transport(cluster, context):
 
 
 @hookimpl
+def runjob_estimate(job, cluster, context):
+    from runjob_slurm import _backend
+
+    return _backend.check_partition_limits(job, cluster, context)
+
+
+@hookimpl
 def runjob_render(job, cluster, templates, context):
     from runjob_slurm import _render
 

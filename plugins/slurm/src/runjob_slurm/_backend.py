@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from runjob_core.errors import BackendError
-from runjob_core.models import Artifact, CheckResult, JobStatus, Submission
+from runjob_core.config import format_slurm_time, parse_duration
+from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission
 from runjob_slurm import _diagnose, _parse
 
 SOURCE = "runjob-slurm"
@@ -153,3 +154,29 @@ def check_cluster(cluster, transport) -> list[CheckResult]:
         rows.append(CheckResult("account", ok, f"{cluster.default_account!r}; your accounts: {', '.join(accounts) or 'none'}",
                                 SOURCE, None if ok else f"set default_account to one of: {', '.join(accounts)}"))
     return rows
+
+
+def check_partition_limits(job, cluster, context) -> Estimate | None:
+    """Pre-flight: the partition exists and allows the requested time (one ``sinfo``)."""
+    transport = context.transport(cluster)
+    partitions = _parse.parse_partitions(transport.run(_parse.partitions_argv()).stdout)
+    if not partitions:
+        return None
+    wanted = job.resources.partition or cluster.default_partition
+    by_name = {p.name: p for p in partitions}
+    if wanted is None:
+        wanted = next((p.name for p in partitions if p.default), None)
+    names = ", ".join(by_name)
+    if wanted not in by_name:
+        return Estimate(source=SOURCE, summary=f"partition {wanted!r} does not exist on {cluster.name}", fits=False,
+                        suggestions=(f"set resources.partition to one of: {names}",))
+    limit = by_name[wanted].max_time
+    if job.resources.time and limit is not None and parse_duration(job.resources.time) > limit:
+        longer = [p.name for p in partitions if p.max_time is None or p.max_time >= parse_duration(job.resources.time)]
+        hint = f"or use partition {', '.join(longer)}" if longer else "and checkpoint so that runjob resumes it"
+        return Estimate(
+            source=SOURCE, fits=False,
+            summary=f"time {job.resources.time} is over partition {wanted!r}'s limit {format_slurm_time(limit)} on {cluster.name}",
+            suggestions=(f"ask for resources.time <= {format_slurm_time(limit)} {hint}",),
+        )
+    return None
