@@ -151,7 +151,7 @@ def checkpoint_saved(path: "str | os.PathLike[str]", step: int, **info: Any) -> 
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER}
     marker = folder / COMPLETE_MARKER
     _atomic_write(marker, json.dumps({"step": step, "files": files, "saved_at": time.time(), **info}))
-    progress(step=step, last_checkpoint=str(folder))
+    progress(step=step, last_checkpoint=str(folder), last_checkpoint_at=time.time())
     return marker
 
 

@@ -120,7 +120,10 @@ class ResumePolicy:
 
 @frozen
 class HealthPolicy:
+    #: Warn when a RUNNING job shows no new progress (step, rows, log bytes) for this long.
     stall_minutes: float = 30.0
+    #: Also stop it once it has been stalled for twice the window (default: only warn).
+    stop_when_stalled: bool = False
     disk_low_percent: float = 10.0
 
 

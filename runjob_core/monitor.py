@@ -146,8 +146,11 @@ def _observe(context: RunContext, cluster, row, attempt: AttemptRow, submission:
     window = "" if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
+    if progress:
+        # For the health checks' stall and checkpoint-cadence findings (read once, here).
+        context.scratchpad("runjob-core:progress")[submission.tag] = progress
     findings: list[Finding] = []
-    if window or changed or status.terminal:
+    if window or changed or status.terminal or status.state == RUNNING:
         caller = context.hook("runjob_check_health", cluster.type)
         findings = plugins.flatten(caller(submission=submission, status=status, window=window, context=context))
     if updates:
@@ -195,7 +198,7 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
                    findings: list[Finding], view: JobView) -> None:
     store = context.store
     row = store.get_job(attempt.job_id)
-    stops = [f for f in findings if f.action == "stop" and f.severity == "error"]
+    stops = [f for f in findings if f.action == "stop"]
     if stops and status.state in ACTIVE_STATES:
         first = stops[0]
         lifecycle.cancel(context, row, reason=f"stopped by health check {first.label}")

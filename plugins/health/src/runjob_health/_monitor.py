@@ -1,23 +1,40 @@
-"""Turn scanner hits, scheduler states and progress into runjob findings."""
+"""Turn scanner hits, scheduler states, progress and disk space into runjob findings."""
 
 from __future__ import annotations
 
+import re
 import time
 
+from runjob_core.errors import RunjobError
 from runjob_core.models import RUNNING, Finding
 from runjob_health import _scan
 
 SOURCE = "runjob-health"
+#: Free-disk checks cost a remote command: at most one per job this often.
+DISK_CHECK_SECONDS = 300.0
+#: A checkpoint is late after this many times the job's checkpoint.every.
+CHECKPOINT_SLACK = 1.5
+#: A traceback followed by this long a silence is decided without waiting for more lines.
+SETTLE_SECONDS = 15.0
+
+
+def _seconds(every: str | None) -> float | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd])", (every or "").strip())
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)] if match else None
 
 
 class _Watch:
     """Per-submission state kept between cycles."""
 
-    def __init__(self, max_tokens: int | None, stall_seconds: float) -> None:
-        self.scanner = _scan.LogScanner(max_tokens=max_tokens)
-        self.stall_seconds = stall_seconds
-        self.last_change = time.time()
-        self.stall_reported = False
+    def __init__(self, job) -> None:
+        self.scanner = _scan.LogScanner(max_tokens=job.model.max_tokens)
+        self.policy = job.health
+        self.checkpoint_every = _seconds(job.checkpoint.every)
+        self.started = time.time()
+        self.last_change = self.started
+        self.last_progress: tuple | None = None
+        self.reported: set[str] = set()
+        self.disk_checked = 0.0
         self.finished = False
 
 
@@ -25,9 +42,7 @@ def _watch_for(submission, context) -> _Watch:
     pad = context.scratchpad(SOURCE)
     watch = pad.get(submission.tag)
     if watch is None:
-        job = context.store.get_job(submission.job_id).spec
-        watch = _Watch(job.model.max_tokens, job.health.stall_minutes * 60)
-        pad[submission.tag] = watch
+        watch = pad[submission.tag] = _Watch(context.store.get_job(submission.job_id).spec)
     return watch
 
 
@@ -40,21 +55,69 @@ def check(submission, status, window: str, context) -> list[Finding]:
     watch = _watch_for(submission, context)
     hits = watch.scanner.feed(window.encode()) if window else []
     now = time.time()
-    if window:
-        watch.last_change = now
-        watch.stall_reported = False
+    progress = context.scratchpad("runjob-core:progress").get(submission.tag) or {}
+    mark = (progress.get("step"), progress.get("rows_done"), progress.get("updated_at"))
+    if window or (progress and mark != watch.last_progress):
+        watch.last_change, watch.last_progress = now, mark
+        watch.reported.discard("stalled")
+    if not window and not status.terminal and now - watch.last_change > SETTLE_SECONDS:
+        hits += watch.scanner.settle()
     if status.terminal and not watch.finished:
         watch.finished = True
         hits += watch.scanner.finish()
         seen = {h.label for h in hits}
         hits += [h for h in _scan.findings_for_state(status.state, status.exit_code) if h.label not in seen]
     findings = [_finding(h) for h in hits]
-    if status.state == RUNNING and not watch.stall_reported and now - watch.last_change > watch.stall_seconds:
-        watch.stall_reported = True
-        minutes = (now - watch.last_change) / 60
-        findings.append(Finding(
-            label="stalled", severity="warning", action="warn", source=SOURCE,
-            message=f"no new log output for {minutes:.0f} min while RUNNING (stall window {watch.stall_seconds / 60:.0f} min); "
-                    "check the job with runjob logs",
-        ))
+    if status.state == RUNNING:
+        findings += _stalled(watch, now) + _checkpoint_late(watch, progress, now) + _disk_low(watch, submission, context, now)
     return findings
+
+
+def _once(watch: _Watch, label: str) -> bool:
+    if label in watch.reported:
+        return False
+    watch.reported.add(label)
+    return True
+
+
+def _stalled(watch: _Watch, now: float) -> list[Finding]:
+    window = watch.policy.stall_minutes * 60
+    idle = now - watch.last_change
+    out = []
+    if idle > window and _once(watch, "stalled"):
+        out.append(Finding(label="stalled", severity="warning", action="warn", source=SOURCE,
+                           message=f"no new progress or log output for {idle / 60:.0f} min while RUNNING "
+                                   f"(stall window {window / 60:.0f} min); look at runjob logs"))
+    if watch.policy.stop_when_stalled and idle > 2 * window and _once(watch, "stalled-stop"):
+        out.append(Finding(label="stalled", severity="error", action="stop", source=SOURCE,
+                           message=f"stalled for {idle / 60:.0f} min, twice the window: stopping it (health.stop_when_stalled)"))
+    return out
+
+
+def _checkpoint_late(watch: _Watch, progress: dict, now: float) -> list[Finding]:
+    if not watch.checkpoint_every:
+        return []
+    metrics = progress.get("metrics") or {}
+    last = metrics.get("last_checkpoint_at") or watch.started
+    late = now - float(last)
+    if late > CHECKPOINT_SLACK * watch.checkpoint_every and _once(watch, f"checkpoint_late:{last}"):
+        return [Finding(label="checkpoint_late", severity="warning", action="warn", source=SOURCE,
+                        message=f"no checkpoint for {late / 60:.0f} min (checkpoint.every is {watch.checkpoint_every / 60:.0f} min): "
+                                "a time limit or preemption now would lose that work")]
+    return []
+
+
+def _disk_low(watch: _Watch, submission, context, now: float) -> list[Finding]:
+    if now - watch.disk_checked < DISK_CHECK_SECONDS:
+        return []
+    watch.disk_checked = now
+    try:
+        free, total = context.transport(context.clusters[submission.cluster]).disk_free(submission.job_dir)
+    except (RunjobError, OSError, KeyError):
+        return []  # a failed df is not a finding; the next check tries again
+    percent = 100.0 * free / total if total else 100.0
+    if percent < watch.policy.disk_low_percent and _once(watch, "disk_low"):
+        return [Finding(label="disk_low", severity="warning", action="warn", source=SOURCE,
+                        message=f"{percent:.1f}% free ({free / 2**30:.1f} GiB) where the job writes ({submission.job_dir}); "
+                                f"below health.disk_low_percent={watch.policy.disk_low_percent:g}: free space before it fills")]
+    return []

@@ -190,6 +190,16 @@ class LogScanner:
         self._finished = True
         return self._take()
 
+    def settle(self) -> list[Hit]:
+        """The log went quiet: decide a pending traceback now instead of waiting for more lines.
+
+        A live monitor calls this when a job has printed nothing for a while: a job that
+        printed an exception and then fell silent has not recovered from it.
+        """
+        if self._event is not None and self._event.phase == "after":
+            self._decide()
+        return self._take()
+
     # ------------------------------------------------------------- regions
     def _take(self) -> list[Hit]:
         out, self._out = self._out, []
