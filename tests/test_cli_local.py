@@ -185,3 +185,24 @@ def test_plugins_json_lists_every_builtin_plugin(project):
 def test_clusters_json_has_builtin_local(project):
     data = json.loads(runjob("clusters", "--json", cwd=project, check=0).stdout)
     assert data["clusters"]["local"]["type"] == "local"
+
+
+def test_canary_run_has_its_own_results_and_a_verdict(project):
+    result = runjob("run", "hello.yaml", "--canary", "--yes", cwd=project, check=0)
+    rows = (project / "results" / "hello-canary" / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 10  # canary.limit defaults to 10 rows, exposed as RUNJOB_LIMIT
+    assert "Canary verdict: GO" in result.stdout
+    assert not (project / "results" / "hello").exists()
+    report = json.loads(runjob("report", "hello", "--json", cwd=project, check=0).stdout)
+    assert report["job"]["kind"] == "canary" and report["go_no_go"]["go"] is True
+
+
+def test_full_run_after_a_failed_canary_warns_and_asks(project):
+    job_file(project, "fragile", 'test -z "$RUNJOB_LIMIT" || { echo canary broke; exit 2; }; echo full run')
+    result = runjob("run", "fragile.yaml", "--canary", "--yes", cwd=project, check=1)
+    assert "NO-GO" in result.stdout
+    refused = runjob("run", "fragile.yaml", cwd=project, check=1, input="")
+    assert "last canary" in refused.stderr and "pass --yes" in refused.stderr
+    forced = runjob("run", "fragile.yaml", "--yes", cwd=project, check=1)  # full job completes, but has no results
+    assert "warning: the last canary" in forced.stderr
+    assert "full run" in runjob("logs", "fragile", cwd=project, check=0).stdout

@@ -191,6 +191,8 @@ def collect(submission: Submission, dest: Path) -> list[Artifact]:
             with open(path, "rb") as handle:
                 rows += sum(1 for line in handle if line.strip())
     files = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()]
+    if not files:
+        return []
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
                      data={"files": files, "copied": copied, "from": str(source)})]
 

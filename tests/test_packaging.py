@@ -1,0 +1,41 @@
+"""The templates and the reference pack ship inside the wheels (not only in the source tree)."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def build(tmp_path, project):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+                    str(project)], check=True, capture_output=True)
+
+
+def test_wheels_carry_templates_and_render_from_an_installed_copy(tmp_path):
+    build(tmp_path / "wheels", REPO)
+    build(tmp_path / "wheels", REPO / "plugins" / "local")
+    [core] = (tmp_path / "wheels").glob("runjob-0*.whl")
+    names = zipfile.ZipFile(core).namelist()
+    for template in ("base", "training", "vllm"):
+        assert f"runjob_core/templates/{template}.sbatch.j2" in names
+    assert any(n.startswith("runjob_core/data/references/") and n.endswith(".md") for n in names)
+    site = tmp_path / "site"
+    wheels = [str(w) for w in (tmp_path / "wheels").glob("*.whl")]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), *wheels],
+                   check=True, capture_output=True)
+    probe = f"""
+import sys
+sys.path.insert(0, {str(site)!r})
+import runjob_core, runjob_local
+assert runjob_core.__file__.startswith({str(site)!r}), runjob_core.__file__
+from runjob_core import templating
+env = templating.make_environment(plugins=[runjob_local])
+for name in ("base.sbatch.j2", "training.sbatch.j2", "vllm.sbatch.j2", "local.sh.j2"):
+    env.get_template(name)
+from runjob_core.references import builtin_references
+print(len(builtin_references()))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert int(out.strip()) >= 8
