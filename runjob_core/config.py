@@ -168,6 +168,14 @@ def unstructure(obj: Any) -> Any:
 # -------------------------------------------------------------------- YAML files
 
 
+#: libyaml's parser when PyYAML has it: about 10x faster than the pure-Python one.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+
+
 def read_yaml(path: Path) -> Any:
     label = str(path)
     try:
@@ -177,7 +185,7 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(label, [f"{label}: cannot read ({exc.strerror})"]) from None
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -74,6 +74,8 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
     estimates = [e for e in context.pm.hook.runjob_estimate(job=job, cluster=cluster, context=context) if e is not None]
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
+    if not (job.benchmark or job.data.input):
+        return Preflight(tuple(estimates), tuple(problems), ())  # nothing a reference could be about
     refs = references.all_references(plugin_refs=references.plugin_references(context))
     review = references.review_job(job, refs, canary=canary)
     return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), tuple(review.warnings))
@@ -140,7 +142,7 @@ def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None 
 
 def submit(
     context: RunContext, job: JobSpec, cluster: ClusterConfig, *, spec_path: str | None = None,
-    kind: str = "full", canary_of: str | None = None, new: bool = False,
+    kind: str = "full", new: bool = False,
     confirm: Callable[[JobSpec, ClusterConfig, Rendered], bool] | None = None,
 ) -> tuple[JobRow, Submission]:
     """Submit *job* as a new runjob job, or reattach to the same spec already submitted.
@@ -169,7 +171,7 @@ def submit(
         raise RefusedError("not submitted: the review was not confirmed")
     context.store.create_job(
         job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
-        spec_hash=spec_hash, spec_path=spec_path, kind=kind, canary_of=canary_of,
+        spec_hash=spec_hash, spec_path=spec_path, kind=kind,
     )
     row = context.store.get_job(job_id)
     context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
@@ -177,13 +179,8 @@ def submit(
 
 
 def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
-    for row in store.list_jobs(limit=200):
-        if row.name != name or row.spec_hash != spec_hash or row.kind != kind:
-            continue
-        attempt = store.latest_attempt(row.id)
-        if attempt is not None and attempt.state in ACTIVE_STATES:
-            return row, attempt
-    return None
+    found = store.find_active(name, spec_hash, kind)
+    return (store.get_job(found.job_id), found) if found else None
 
 
 def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row, rendered: Rendered | None = None,

@@ -120,6 +120,7 @@ import attrs
 import yaml
 from attrs import frozen
 
+from runjob_core.config import load_yaml
 from runjob_core.errors import ConfigError, RunjobError
 from runjob_core.models import JobSpec, Reference
 
@@ -309,7 +310,7 @@ def split_front_matter(text: str, label: str) -> tuple[dict[str, Any] | None, st
         raise ConfigError(label, [f"front matter of {label} is not closed: end it with a line '---'"])
     raw_text = text[start.end():end.start()]
     try:
-        raw = yaml.safe_load(raw_text)
+        raw = load_yaml(raw_text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 2}, column {mark.column + 1}" if mark else ""

@@ -21,6 +21,7 @@ import select
 import shlex
 import socket
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,6 +61,7 @@ class SSHTransport(Transport):
         #: Every remote command run, in order (tests and benchmarks count them).
         self.commands: list[str] = []
         self.connects = 0
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ connection
 
@@ -118,7 +120,22 @@ class SSHTransport(Transport):
         transport.set_keepalive(KEEPALIVE_SECONDS)
         return client
 
+    def warm(self) -> None:
+        """Start connecting in the background (paramiko's import and key exchange overlap
+        with the caller's own work); the first command waits for it."""
+        def connect_quietly() -> None:
+            try:
+                self._connect()
+            except TransportError:
+                log.debug("background connect failed; the first command will report it")
+
+        threading.Thread(target=connect_quietly, name=f"runjob-ssh-{self.cluster.name}", daemon=True).start()
+
     def _connect(self) -> Any:
+        with self._lock:
+            return self._connect_locked()
+
+    def _connect_locked(self) -> Any:
         if self._client is not None and self._client.get_transport() and self._client.get_transport().is_active():
             return self._client
         self.close()
@@ -312,4 +329,8 @@ def _exec(channel: Any, command: str, input: str | None, timeout: float | None, 
         select.select([channel], [], [], min(wait, 1.0))
     status = channel.recv_exit_status()
     channel.close()
+    if status == -1:
+        # The server closed the channel without an exit status (sshd under load, a dropped
+        # session): the command's outcome is unknown, so it counts as a connection error.
+        raise EOFError(f"the SSH channel closed without an exit status: {command[:120]}")
     return Completed(argv, status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))

@@ -30,7 +30,6 @@ CREATE TABLE IF NOT EXISTS jobs(
     spec_hash TEXT NOT NULL,
     spec_path TEXT,
     kind TEXT NOT NULL DEFAULT 'full',
-    canary_of TEXT,
     created_at REAL NOT NULL,
     state TEXT NOT NULL,
     outcome TEXT,
@@ -103,7 +102,6 @@ class JobRow:
     spec_hash: str
     spec_path: str | None
     kind: str
-    canary_of: str | None
     created_at: float
     state: str
     outcome: str | None
@@ -173,9 +171,15 @@ class ArtifactRow:
     created_at: float
 
 
+def _make(cls, row: sqlite3.Row):
+    # Only the columns the record knows: a database written by a newer runjob still reads.
+    names = cls.__dataclass_fields__
+    return cls(**{key: row[key] for key in row.keys() if key in names})
+
+
 def new_job_id() -> str:
-    # Sortable by time, unique without coordination: rj-<seconds base36><4 random hex>.
-    return "rj-" + _base36(int(time.time())) + secrets.token_hex(2)
+    # Sortable by time, unique without coordination: rj-<seconds base36><6 random hex>.
+    return "rj-" + _base36(int(time.time())) + secrets.token_hex(3)
 
 
 def _base36(number: int) -> str:
@@ -210,13 +214,13 @@ class Store:
 
     def create_job(
         self, *, job_id: str | None = None, name: str, cluster: str, backend: str, spec_json: str, spec_hash: str,
-        spec_path: str | None, kind: str = "full", canary_of: str | None = None,
+        spec_path: str | None, kind: str = "full",
     ) -> str:
         job_id = job_id or new_job_id()
         self._db.execute(
-            "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, canary_of, created_at, state)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (job_id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, canary_of, time.time(), "NEW"),
+            "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, created_at, state)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (job_id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, time.time(), "NEW"),
         )
         return job_id
 
@@ -224,7 +228,7 @@ class Store:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFoundError(f"no job with id {job_id!r} in {self.path}")
-        return JobRow(**dict(row))
+        return _make(JobRow, row)
 
     def get_jobs(self, job_ids: list[str]) -> dict[str, JobRow]:
         rows: dict[str, JobRow] = {}
@@ -233,7 +237,7 @@ class Store:
             chunk = unique[start:start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self._db.execute(f"SELECT * FROM jobs WHERE id IN ({marks})", chunk):
-                rows[row["id"]] = JobRow(**dict(row))
+                rows[row["id"]] = _make(JobRow, row)
         return rows
 
     def find_job(self, ref: str) -> JobRow:
@@ -251,17 +255,17 @@ class Store:
             names = [r[0] for r in self._db.execute("SELECT DISTINCT name FROM jobs ORDER BY created_at DESC LIMIT 8")]
             known = f"; recent jobs: {', '.join(names)}" if names else "; no jobs recorded yet (runjob submit JOB.yaml)"
             raise JobNotFoundError(f"no job with id or name {ref!r} in {self.path}{known}")
-        return JobRow(**dict(row))
+        return _make(JobRow, row)
 
     def latest_canary(self, name: str) -> JobRow | None:
         row = self._db.execute(
             "SELECT * FROM jobs WHERE name = ? AND kind = 'canary' ORDER BY created_at DESC, rowid DESC LIMIT 1", (name,)
         ).fetchone()
-        return JobRow(**dict(row)) if row else None
+        return _make(JobRow, row) if row else None
 
     def list_jobs(self, *, limit: int = 50) -> list[JobRow]:
         rows = self._db.execute("SELECT * FROM jobs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
-        return [JobRow(**dict(r)) for r in rows]
+        return [_make(JobRow, r) for r in rows]
 
     def set_job(self, job_id: str, **fields: Any) -> None:
         allowed = {"state", "outcome", "script"}
@@ -311,15 +315,27 @@ class Store:
 
     def attempt(self, job_id: str, n: int) -> AttemptRow:
         row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? AND n = ?", (job_id, n)).fetchone()
-        return AttemptRow(**dict(row))
+        return _make(AttemptRow, row)
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
         rows = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n", (job_id,))
-        return [AttemptRow(**dict(r)) for r in rows]
+        return [_make(AttemptRow, r) for r in rows]
 
     def latest_attempt(self, job_id: str) -> AttemptRow | None:
         row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n DESC LIMIT 1", (job_id,)).fetchone()
-        return AttemptRow(**dict(row)) if row else None
+        return _make(AttemptRow, row) if row else None
+
+    def find_active(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
+        """The latest active attempt of a job with this name, spec and kind (for reattaching)."""
+        row = self._db.execute(
+            "SELECT a.* FROM attempts a JOIN jobs j ON j.id = a.job_id"
+            " WHERE j.name = ? AND j.spec_hash = ? AND j.kind = ?"
+            " AND a.state IN ('SUBMITTING','PENDING','RUNNING','REQUEUED')"
+            " AND a.n = (SELECT MAX(n) FROM attempts WHERE job_id = a.job_id)"
+            " ORDER BY j.created_at DESC LIMIT 1",
+            (name, spec_hash, kind),
+        ).fetchone()
+        return _make(AttemptRow, row) if row else None
 
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
         active = "('SUBMITTING','PENDING','RUNNING','REQUEUED')"
@@ -328,7 +344,7 @@ class Store:
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id IN ({marks})", job_ids)
         else:
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active}")
-        return [AttemptRow(**dict(r)) for r in rows]
+        return [_make(AttemptRow, r) for r in rows]
 
     # ------------------------------------------------------------------ events
 

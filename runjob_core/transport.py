@@ -101,6 +101,9 @@ class Transport(ABC):
     def disk_free(self, path: str) -> tuple[int, int]:
         """Return (free bytes, total bytes) of the filesystem holding *path*."""
 
+    def warm(self) -> None:
+        """Start connecting in the background, if connecting is slow (SSH); optional."""
+
     def close(self) -> None:
         """Release connections; the transport may be used again afterwards."""
 

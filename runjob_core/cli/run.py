@@ -28,6 +28,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
     context = open_context(as_json)
     try:
         cluster = lifecycle.cluster_for(context, job)
+        context.transport(cluster).warm()
         kind = "full"
         if canary:
             job, kind = lifecycle.apply_canary(job), "canary"

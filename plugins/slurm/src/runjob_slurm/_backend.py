@@ -6,14 +6,17 @@ cycle, and one ``sacct`` (chunked) only for jobs that have left squeue's memory.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from runjob_core.errors import BackendError
+from runjob_core.errors import BackendError, TransportError
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission
 from runjob_slurm import _diagnose, _parse
 
 SOURCE = "runjob-slurm"
+#: A job that neither squeue nor sacct knows is LOST only after this long (sacct lags).
+SACCT_GRACE_SECONDS = 120
 
 
 def _user(transport, cluster, context) -> str:
@@ -61,11 +64,12 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         return {}
     transport = context.transport(cluster)
     user = _user(transport, cluster, context)
-    queue = transport.run(_parse.squeue_argv(user))
+    queue = transport.run(_parse.squeue_poll_argv(user))
     if not queue.ok:
-        raise BackendError(f"squeue failed on {cluster.name}: {queue.stderr.strip()}")
-    queued = _parse.parse_squeue(queue.stdout)
+        # slurmctld busy or restarting: the monitor retries next cycle.
+        raise TransportError(f"squeue failed on {cluster.name} (exit {queue.returncode}): {queue.stderr.strip()}")
     ids = [s.backend_job_id for s in submissions]
+    queued = _parse.parse_squeue(queue.stdout, wanted=ids)
     accounted = {}
     # sacct only for jobs that left the queue or just finished (squeue has no exit codes).
     for argv in _parse.sacct_argv(_parse.needs_sacct(ids, queued)):
@@ -83,7 +87,12 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
     if failed:
         merged = _parse.merge(ids, queued, accounted)
     statuses = {}
+    submitted = {s.backend_job_id: s.submitted_at for s in submissions}
     for job_id, info in merged.items():
+        if info.state == "LOST" and time.time() - submitted[job_id] < SACCT_GRACE_SECONDS:
+            # Left squeue before slurmdbd recorded it (that can take seconds): not lost yet.
+            statuses[job_id] = JobStatus(state="RUNNING", source=SOURCE, reason="finishing; waiting for accounting to record it")
+            continue
         reason = info.reason
         hint = None
         if info.state == "PENDING" and reason:
@@ -156,10 +165,28 @@ def check_cluster(cluster, transport) -> list[CheckResult]:
     return rows
 
 
+#: Partition limits change rarely: pre-flight reuses what sinfo said this long ago.
+PARTITIONS_CACHE_SECONDS = 600
+
+
+def _partitions(cluster, context) -> list:
+    cache = context.state_dir / "cache" / f"slurm-partitions-{cluster.name}.txt"
+    try:
+        if time.time() - cache.stat().st_mtime < PARTITIONS_CACHE_SECONDS:
+            return _parse.parse_partitions(cache.read_text())
+    except FileNotFoundError:
+        pass
+    result = context.transport(cluster).run(_parse.partitions_argv())
+    if not result.ok:
+        return []
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(result.stdout)
+    return _parse.parse_partitions(result.stdout)
+
+
 def check_partition_limits(job, cluster, context) -> Estimate | None:
     """Pre-flight: the partition exists and allows the requested time (one ``sinfo``)."""
-    transport = context.transport(cluster)
-    partitions = _parse.parse_partitions(transport.run(_parse.partitions_argv()).stdout)
+    partitions = _partitions(cluster, context)
     if not partitions:
         return None
     wanted = job.resources.partition or cluster.default_partition

@@ -39,11 +39,22 @@ _EMPTY = {"", "None", "NONE", "none", "Unknown", "N/A", "n/a", "(null)", "None a
 # ----------------------------------------------------------------------------- argv
 
 
+#: What a poll needs (no comment or name): 11 fields like SQUEUE_FORMAT, the last two empty.
+SQUEUE_POLL_FORMAT = "%i|%A|%T|%r|%S|%e|%M|%N|%P||"
+
+
 def squeue_argv(user: str) -> list[str]:
-    """All of *user*'s jobs in one call, finished ones too (until MinJobAge runs out).
+    """All of *user*'s jobs in one call, finished ones too (until MinJobAge runs out), with
+    their comments (runjob's tags): for reattaching.
 
     ``-u`` is filtered in slurmctld; ``-j ids`` would make it send every job record."""
     return [*TIME_ENV, "squeue", "-h", "-u", user, "-t", "all", "-o", SQUEUE_FORMAT]
+
+
+def squeue_poll_argv(user: str) -> list[str]:
+    """*user*'s live jobs, compactly: one poll. Jobs that ended are asked of sacct instead
+    (squeue has no exit codes anyway), so finished records in MinJobAge cost nothing."""
+    return [*TIME_ENV, "squeue", "-h", "-u", user, "-o", SQUEUE_POLL_FORMAT]
 
 
 def sacct_argv(job_ids: Iterable[str], chunk: int = SACCT_CHUNK) -> list[list[str]]:
@@ -167,10 +178,16 @@ def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def parse_squeue(text: str) -> dict[str, SqueueRow]:
-    """``squeue_argv`` output -> rows by job id. Lines that don't fit are skipped."""
+def parse_squeue(text: str, wanted: Iterable[str] | None = None) -> dict[str, SqueueRow]:
+    """``squeue_argv`` output -> rows by job id. Lines that don't fit are skipped.
+
+    With *wanted*, only those ids are parsed: ``-t all`` lists every job the user ran in
+    the last MinJobAge, often ten times more than runjob is following."""
+    keep = set(wanted) if wanted is not None else None
     rows = {}
     for line in _lines(text):
+        if keep is not None and line.split("|", 1)[0] not in keep:
+            continue
         parts = line.split("|", 10)
         if len(parts) != 11:
             continue
