@@ -307,8 +307,17 @@ def load_clusters(path: Path | None = None) -> dict[str, ClusterConfig]:
     return clusters
 
 
+def _secret_problem(key: str, where: str, label: str) -> list[str]:
+    from runjob_core.redact import SECRET_ENV_VARS
+
+    if key.upper() in SECRET_ENV_VARS or re.search(r"(TOKEN|API_KEY|SECRET|PASSWORD)$", key.upper()):
+        return [f"{key} at {where} in {label} would be written into the job script: remove it and set it in the "
+                "environment of the machine that runs the job (or log in there, e.g. `huggingface-cli login`)"]
+    return []
+
+
 def _check_cluster(cluster: ClusterConfig, where: str, label: str) -> list[str]:
-    problems = []
+    problems = [p for key in cluster.env for p in _secret_problem(key, f"{where}.env.{key}", label)]
     if cluster.gres_format not in ("typed", "generic"):
         problems.append(f"gres_format must be 'typed' or 'generic', not {cluster.gres_format!r} at {where}.gres_format in {label}")
     if cluster.type in ("slurm", "runpod") and cluster.type == "slurm" and not cluster.host:
@@ -367,6 +376,7 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
     for key in job.env:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             problems.append(f"invalid environment variable name {key!r} at $.env in {label}")
+        problems.extend(_secret_problem(key, f"$.env.{key}", label))
     if not job.command.strip():
         problems.append(f"empty command at $.command in {label}")
     if "RUNJOB_COMMAND_END" in job.command.splitlines():

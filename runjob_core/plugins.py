@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last.
-DEFAULT_PLUGINS = ("runjob_core.defaults",)
+DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.walltime")
 
 
 @attrs.frozen

@@ -133,3 +133,9 @@ def test_spec_hash_ignores_location_but_not_parameters(tmp_path):
     c = config.job_from_mapping({"name": "a", "command": "x", "params": {"lr": 2}}, source="a.yaml", base_dir="/one")
     assert config.spec_hash(a) == config.spec_hash(b) != config.spec_hash(c)
     assert config.job_from_json(config.job_to_json(a)) == a
+
+
+@pytest.mark.parametrize("key", ["HF_TOKEN", "RUNPOD_API_KEY", "WANDB_API_KEY", "MY_SERVICE_TOKEN"])
+def test_tokens_in_job_env_are_refused(tmp_path, key):
+    [line] = problems(write(tmp_path, "job.yaml", f"name: a\ncommand: x\nenv: {{{key}: hf_abc}}\n"))
+    assert f"$.env.{key}" in line and "environment" in line and "hf_abc" not in line

@@ -61,3 +61,19 @@ def test_reference_rules_warn_and_missing_reference_warns(runjob_home):
     write(runjob_home, "unknown", {**spec, "name": "unknown", "benchmark": "my-private-bench"})
     data = json.loads(runjob("plan", "unknown.yaml", "--json", cwd=runjob_home).stdout)
     assert any("no benchmark reference" in w and "runjob reference new" in w for w in data["warnings"])
+
+
+def test_time_estimate_from_earlier_runs_says_how_many_segments(runjob_home):
+    import shutil as sh
+
+    sh.copy(Path(__file__).parent / "data" / "jobs" / "rows_job.py", runjob_home / "rows_job.py")
+    spec = {"name": "timed", "command": f"{sys.executable} rows_job.py 40 0.05", "params": {"num_samples": 40}}
+    write(runjob_home, "timed", spec)
+    assert runjob("run", "timed.yaml", "--yes", cwd=runjob_home).returncode == 0
+    longer = {**spec, "params": {"num_samples": 4000}, "resources": {"time": "1"}, "resume": {"auto": False}}
+    write(runjob_home, "timed", longer)
+    data = json.loads(runjob("plan", "timed.yaml", "--json", cwd=runjob_home).stdout)
+    [estimate] = [e for e in data["estimates"] if "rows/s" in e["summary"]]
+    assert "4000 rows" in estimate["summary"] and "1 earlier attempt of 'timed'" in estimate["summary"]
+    assert estimate["fits"] is False and data["refused"]
+    assert estimate["data"]["segments"] >= 2

@@ -34,7 +34,6 @@ class _Watch:
         self.last_change = self.started
         self.last_progress: tuple | None = None
         self.reported: set[str] = set()
-        self.disk_checked = 0.0
         self.finished = False
 
 
@@ -108,16 +107,23 @@ def _checkpoint_late(watch: _Watch, progress: dict, now: float) -> list[Finding]
 
 
 def _disk_low(watch: _Watch, submission, context, now: float) -> list[Finding]:
-    if now - watch.disk_checked < DISK_CHECK_SECONDS:
+    # One `df` per cluster and scratch filesystem every DISK_CHECK_SECONDS, shared by all
+    # of its jobs: never one remote command per job per cycle.
+    scratch = submission.job_dir.split("/jobs/", 1)[0]
+    cache = context.scratchpad(SOURCE + ":disk")
+    key = (submission.cluster, scratch)
+    checked_at, free, total = cache.get(key, (0.0, None, None))
+    if now - checked_at >= DISK_CHECK_SECONDS:
+        try:
+            free, total = context.transport(context.clusters[submission.cluster]).disk_free(scratch)
+        except (RunjobError, OSError, KeyError):
+            free = total = None  # a failed df is not a finding; the next check tries again
+        cache[key] = (now, free, total)
+    if not total:
         return []
-    watch.disk_checked = now
-    try:
-        free, total = context.transport(context.clusters[submission.cluster]).disk_free(submission.job_dir)
-    except (RunjobError, OSError, KeyError):
-        return []  # a failed df is not a finding; the next check tries again
-    percent = 100.0 * free / total if total else 100.0
+    percent = 100.0 * free / total
     if percent < watch.policy.disk_low_percent and _once(watch, "disk_low"):
         return [Finding(label="disk_low", severity="warning", action="warn", source=SOURCE,
-                        message=f"{percent:.1f}% free ({free / 2**30:.1f} GiB) where the job writes ({submission.job_dir}); "
+                        message=f"{percent:.1f}% free ({free / 2**30:.1f} GiB) on {scratch}, where the job writes; "
                                 f"below health.disk_low_percent={watch.policy.disk_low_percent:g}: free space before it fills")]
     return []
