@@ -42,7 +42,7 @@ def _strict_str(value: Any, _type: type) -> str:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise _ValueProblem(f"expected a string, got {_describe(value)}")
+    raise _ValueProblem(f"expected a string, got {describe_value(value)}")
 
 
 def _strict_int(value: Any, _type: type) -> int:
@@ -50,19 +50,19 @@ def _strict_int(value: Any, _type: type) -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    raise _ValueProblem(f"expected an integer, got {_describe(value)}")
+    raise _ValueProblem(f"expected an integer, got {describe_value(value)}")
 
 
 def _strict_float(value: Any, _type: type) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    raise _ValueProblem(f"expected a number, got {_describe(value)}")
+    raise _ValueProblem(f"expected a number, got {describe_value(value)}")
 
 
 def _strict_bool(value: Any, _type: type) -> bool:
     if isinstance(value, bool):
         return value
-    raise _ValueProblem(f"expected true or false, got {_describe(value)}")
+    raise _ValueProblem(f"expected true or false, got {describe_value(value)}")
 
 
 def _str_tuple(value: Any, _type: type) -> tuple[str, ...]:
@@ -70,22 +70,22 @@ def _str_tuple(value: Any, _type: type) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, (list, tuple)):
         return tuple(_strict_str(v, str) for v in value)
-    raise _ValueProblem(f"expected a list of strings, got {_describe(value)}")
+    raise _ValueProblem(f"expected a list of strings, got {describe_value(value)}")
 
 
 def _str_dict(value: Any, _type: type) -> dict[str, str]:
     if not isinstance(value, Mapping):
-        raise _ValueProblem(f"expected a mapping, got {_describe(value)}")
+        raise _ValueProblem(f"expected a mapping, got {describe_value(value)}")
     return {str(k): _strict_str(v, str) for k, v in value.items()}
 
 
 def _any_dict(value: Any, _type: type) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise _ValueProblem(f"expected a mapping, got {_describe(value)}")
+        raise _ValueProblem(f"expected a mapping, got {describe_value(value)}")
     return {str(k): v for k, v in value.items()}
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, (dict, list)):
@@ -125,7 +125,7 @@ def _format_exception(exc: BaseException, type_: Any) -> str:
 def structure(raw: Any, cls: type[T], *, source: str, path: str = "$") -> T:
     """Structure *raw* into *cls*, reporting every problem with its full key path."""
     if not isinstance(raw, Mapping):
-        raise ConfigError(source, [f"expected a mapping at {path} in {source}, got {_describe(raw)}"])
+        raise ConfigError(source, [f"expected a mapping at {path} in {source}, got {describe_value(raw)}"])
     try:
         return _converter.structure(dict(raw), cls)
     except (ClassValidationError, IterableValidationError) as exc:
@@ -282,14 +282,14 @@ def load_clusters(path: Path | None = None) -> dict[str, ClusterConfig]:
         raise ConfigError(label, [f"{what} in {label} (the file holds one key, 'clusters:')"])
     entries = raw.get("clusters") or {}
     if not isinstance(entries, Mapping):
-        raise ConfigError(label, [f"expected a mapping of cluster names at $.clusters in {label}, got {_describe(entries)}"])
+        raise ConfigError(label, [f"expected a mapping of cluster names at $.clusters in {label}, got {describe_value(entries)}"])
     problems: list[str] = []
     for name, entry in entries.items():
         where = f"$.clusters.{name}"
         if entry is None:
             entry = {}
         if not isinstance(entry, Mapping):
-            problems.append(f"expected a mapping at {where} in {label}, got {_describe(entry)}")
+            problems.append(f"expected a mapping at {where} in {label}, got {describe_value(entry)}")
             continue
         if "name" in entry or "source" in entry:
             key = "name" if "name" in entry else "source"

@@ -854,21 +854,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _without_last_line(path: Path, size: int) -> int:
     """Length of the file without its last line (the drop_row_on_download switch)."""
+    from runjob_core.publish import after_last_newline
+
     with open(path, "rb") as fh:
-        end = size
-        fh.seek(max(0, end - 1))
-        if end and fh.read(1) == b"\n":
-            end -= 1  # ignore the final newline; look for the one before it
-        pos = end
-        while pos > 0:
-            step = min(CHUNK, pos)
-            fh.seek(pos - step)
-            block = fh.read(step)
-            i = block.rfind(b"\n")
-            if i >= 0:
-                return pos - step + i + 1
-            pos -= step
-        return 0
+        fh.seek(max(0, size - 1))
+        ends_with_newline = size and fh.read(1) == b"\n"
+    # Ignore a final newline: the last line is the one before it.
+    return after_last_newline(path, size - 1 if ends_with_newline else size)
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - manual use

@@ -742,7 +742,7 @@ class IncrementalUploader:
         Returns (sha256, complete rows, bytes copied)."""
         import hashlib
 
-        end = size if whole else _after_last_newline(self.path, size)
+        end = size if whole else after_last_newline(self.path, size)
         h = hashlib.sha256()
         rows = 0
         last = b""
@@ -809,7 +809,7 @@ class IncrementalUploader:
         return info.oid
 
 
-def _after_last_newline(path: Path, size: int) -> int:
+def after_last_newline(path: Path, size: int) -> int:
     """Offset just after the last newline within the first ``size`` bytes (0 if there is none)."""
     with open(path, "rb") as fh:
         pos = size

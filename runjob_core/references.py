@@ -120,7 +120,7 @@ import attrs
 import yaml
 from attrs import frozen
 
-from runjob_core.config import load_yaml
+from runjob_core.config import describe_value, load_yaml
 from runjob_core.errors import ConfigError, RunjobError
 from runjob_core.models import JobSpec, Reference
 
@@ -319,7 +319,7 @@ def split_front_matter(text: str, label: str) -> tuple[dict[str, Any] | None, st
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise ConfigError(label, [f"expected a mapping at $ in the front matter of {label}, got {_describe(raw)}"])
+        raise ConfigError(label, [f"expected a mapping at $ in the front matter of {label}, got {describe_value(raw)}"])
     body = text[end.end():].lstrip("\r\n")
     return dict(raw), body
 
@@ -601,12 +601,6 @@ def _list_entry(item: str) -> IndexEntry | None:
 # --------------------------------------------------------------------------- validation
 
 
-def _describe(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, (dict, list)):
-        return f"a {type(value).__name__}"
-    return repr(value)
 
 
 def _is_number(value: Any) -> bool:
@@ -623,7 +617,7 @@ def _string_list(value: Any, where: str, label: str, problems: list[str]) -> tup
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-        problems.append(f"expected a list of strings at {where} in {label}, got {_describe(value)}")
+        problems.append(f"expected a list of strings at {where} in {label}, got {describe_value(value)}")
         return ()
     return tuple(str(v).strip() for v in value if str(v).strip())
 
@@ -644,20 +638,20 @@ def validate_front_matter(front: Mapping[str, Any], label: str) -> dict[str, Any
             problems.append(_unknown(key, FRONT_MATTER_KEYS, "$", label))
         elif key == "name":
             if not isinstance(value, (str, int, float)) or isinstance(value, bool) or not str(value).strip():
-                problems.append(f"name must be a non-empty string at {where} in {label}, got {_describe(value)}")
+                problems.append(f"name must be a non-empty string at {where} in {label}, got {describe_value(value)}")
             else:
                 meta["name"] = str(value).strip()
         elif key in ("aliases", "tags", "sources"):
             meta[key] = _string_list(value if value is not None else [], where, label, problems)
         elif key in ("description", "dataset", "scoring", "prompt_format"):
             if value is not None and not isinstance(value, str):
-                problems.append(f"expected a string at {where} in {label}, got {_describe(value)}")
+                problems.append(f"expected a string at {where} in {label}, got {describe_value(value)}")
             else:
                 meta[key] = (value or "").strip()
         elif key == "num_fewshot":
             counts = value if isinstance(value, list) else [value]
             if value is not None and not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-                problems.append(f"num_fewshot must be a count, a list of counts or null at {where} in {label}, got {_describe(value)}")
+                problems.append(f"num_fewshot must be a count, a list of counts or null at {where} in {label}, got {describe_value(value)}")
             else:
                 meta[key] = value
         elif key == "expected_max_tokens":
@@ -680,10 +674,10 @@ def _max_tokens(value: Any, where: str, label: str, problems: list[str]) -> Any:
     if isinstance(value, Mapping):
         for key, v in value.items():
             if not ok(v):
-                problems.append(f"expected a positive token count at {where}.{key} in {label}, got {_describe(v)}")
+                problems.append(f"expected a positive token count at {where}.{key} in {label}, got {describe_value(v)}")
         return {str(k): v for k, v in value.items()}
     problems.append(f"expected_max_tokens must be a positive integer or a mapping like "
-                    f"{{non_reasoning: 2048, reasoning: 32768}} at {where} in {label}, got {_describe(value)}")
+                    f"{{non_reasoning: 2048, reasoning: 32768}} at {where} in {label}, got {describe_value(value)}")
     return None
 
 
@@ -697,7 +691,7 @@ def validate_rules(rules: Any, label: str, *, problems: list[str] | None = None)
     if rules is None:
         rules = []
     if not isinstance(rules, (list, tuple)):
-        collect.append(f"expected a list of rules at $.rules in {label}, got {_describe(rules)}")
+        collect.append(f"expected a list of rules at $.rules in {label}, got {describe_value(rules)}")
     else:
         for index, rule in enumerate(rules):
             checked = _validate_rule(rule, f"$.rules[{index}]", label, collect)
@@ -710,7 +704,7 @@ def validate_rules(rules: Any, label: str, *, problems: list[str] | None = None)
 
 def _validate_rule(rule: Any, where: str, label: str, problems: list[str], *, condition: bool = False) -> dict[str, Any] | None:
     if not isinstance(rule, Mapping):
-        problems.append(f"expected a mapping at {where} in {label}, got {_describe(rule)}")
+        problems.append(f"expected a mapping at {where} in {label}, got {describe_value(rule)}")
         return None
     allowed = ("path", *CHECK_KEYS) if condition else RULE_KEYS
     before = len(problems)
@@ -726,24 +720,24 @@ def _validate_rule(rule: Any, where: str, label: str, problems: list[str], *, co
         problems.append(f"no check at {where} in {label}: give one of {', '.join(CHECK_KEYS)}")
     if "equals" in rule:
         if isinstance(rule["equals"], (dict, list)):
-            problems.append(f"equals must be a single value at {where}.equals in {label}, got {_describe(rule['equals'])}")
+            problems.append(f"equals must be a single value at {where}.equals in {label}, got {describe_value(rule['equals'])}")
         out["equals"] = rule["equals"]
     if "one_of" in rule:
         value = rule["one_of"]
         if not isinstance(value, list) or not value or any(isinstance(v, (dict, list)) for v in value):
-            problems.append(f"one_of must be a non-empty list of values at {where}.one_of in {label}, got {_describe(value)}")
+            problems.append(f"one_of must be a non-empty list of values at {where}.one_of in {label}, got {describe_value(value)}")
         out["one_of"] = value
     for key in ("min", "max"):
         if key in rule:
             if not _is_number(rule[key]):
-                problems.append(f"{key} must be a number at {where}.{key} in {label}, got {_describe(rule[key])}")
+                problems.append(f"{key} must be a number at {where}.{key} in {label}, got {describe_value(rule[key])}")
             out[key] = rule[key]
     if _is_number(rule.get("min")) and _is_number(rule.get("max")) and rule["min"] > rule["max"]:
         problems.append(f"min {rule['min']} is above max {rule['max']} at {where} in {label}")
     if "matches" in rule:
         pattern = rule["matches"]
         if not isinstance(pattern, str) or not pattern:
-            problems.append(f"matches must be a regular expression (a string) at {where}.matches in {label}, got {_describe(pattern)}")
+            problems.append(f"matches must be a regular expression (a string) at {where}.matches in {label}, got {describe_value(pattern)}")
         else:
             try:
                 re.compile(pattern)
@@ -752,7 +746,7 @@ def _validate_rule(rule: Any, where: str, label: str, problems: list[str], *, co
         out["matches"] = pattern
     if "required" in rule:
         if not isinstance(rule["required"], bool):
-            problems.append(f"required must be true or false at {where}.required in {label}, got {_describe(rule['required'])}")
+            problems.append(f"required must be true or false at {where}.required in {label}, got {describe_value(rule['required'])}")
         elif not rule["required"] and not any(k in rule for k in CHECK_KEYS if k != "required"):
             problems.append(f"no check at {where} in {label}: 'required: false' checks nothing")
         out["required"] = rule["required"]
@@ -760,17 +754,17 @@ def _validate_rule(rule: Any, where: str, label: str, problems: list[str], *, co
         return out if len(problems) == before else None
     severity = rule.get("severity", "error")
     if severity not in SEVERITIES:
-        problems.append(f"severity must be 'error' or 'warning' at {where}.severity in {label}, got {_describe(severity)}")
+        problems.append(f"severity must be 'error' or 'warning' at {where}.severity in {label}, got {describe_value(severity)}")
     out["severity"] = severity
     why = rule.get("why")
     if not isinstance(why, str) or not why.strip():
         problems.append(f"required key missing at {where}.why in {label} (one line naming the pitfall the rule guards against)"
-                        if why is None else f"why must be a string at {where}.why in {label}, got {_describe(why)}")
+                        if why is None else f"why must be a string at {where}.why in {label}, got {describe_value(why)}")
     else:
         out["why"] = " ".join(why.split())
     if "fix" in rule:
         if not isinstance(rule["fix"], str) or not rule["fix"].strip():
-            problems.append(f"fix must be a string at {where}.fix in {label}, got {_describe(rule['fix'])}")
+            problems.append(f"fix must be a string at {where}.fix in {label}, got {describe_value(rule['fix'])}")
         else:
             out["fix"] = " ".join(rule["fix"].split())
     if "when" in rule:
@@ -791,7 +785,7 @@ def _validate_rule(rule: Any, where: str, label: str, problems: list[str], *, co
 def _validate_path(value: Any, where: str, label: str, problems: list[str]) -> str | list[str]:
     paths = value if isinstance(value, list) else [value]
     if not paths or not all(isinstance(p, str) for p in paths):
-        problems.append(f"path must be a dotted path (or a list of them) at {where} in {label}, got {_describe(value)}")
+        problems.append(f"path must be a dotted path (or a list of them) at {where} in {label}, got {describe_value(value)}")
         return value
     for path in paths:
         problem = _path_problem(path)

@@ -27,8 +27,8 @@ def runjob(*args, cwd, check=None, timeout=120, input=None):
 
 @pytest.fixture
 def project(runjob_home):
-    shutil.copy(REPO / "examples" / "hello.yaml", runjob_home / "hello.yaml")
-    shutil.copy(REPO / "examples" / "hello.py", runjob_home / "hello.py")
+    shutil.copy(REPO / "runjob_core" / "data" / "examples" / "hello.yaml", runjob_home / "hello.yaml")
+    shutil.copy(REPO / "runjob_core" / "data" / "examples" / "hello.py", runjob_home / "hello.py")
     return runjob_home
 
 

@@ -28,51 +28,19 @@ clusters:
   #   conda_env: rl
 """
 
-HELLO_YAML = """\
-# An example job: scores 20 toy questions and writes resumable JSONL results.
-name: hello
-cluster: local
-template: base
-params:
-  questions: 20
-  temperature: 0.0
-command: python3 hello.py
-"""
-
-HELLO_PY = '''\
-"""A toy eval: answers arithmetic questions, writes results with runjob's resumable writer."""
-import json
-import os
-import time
-
-from runjob_core.job import ResultsWriter, limit, progress
-
-params = json.load(open(os.environ["RUNJOB_PARAMS"]))
-questions = [{"id": i, "prompt": f"{i} + {i}", "answer": 2 * i} for i in range(params["questions"])]
-todo = questions[: limit(len(questions))]
-with ResultsWriter("results.jsonl") as out:
-    for q in todo:
-        if q["id"] in out.done:
-            continue
-        # A toy "model": adds correctly, except that it drops a carry now and then.
-        a, b = (int(x) for x in q["prompt"].split(" + "))
-        response = str(a + b - (1 if q["id"] % 7 == 3 else 0))
-        out.write({"id": q["id"], "prompt": q["prompt"], "response": response,
-                   "score": float(response == str(q["answer"])), "finish_reason": "stop"})
-        progress(rows_done=len(out.done), total=len(todo))
-        time.sleep(0.05)
-print(f"wrote {len(out.done)} rows")
-'''
 
 
 @click.command("init")
 @click.option("--force", is_flag=True, help="Overwrite files that exist.")
 def command(force: bool) -> None:
     """Write .runjob/clusters.yaml and examples/hello.yaml (+ hello.py) in this folder."""
+    import importlib.resources
+
+    examples = importlib.resources.files("runjob_core") / "data" / "examples"
     files = {
         Path(".runjob/clusters.yaml"): CLUSTERS_YAML,
-        Path("examples/hello.yaml"): HELLO_YAML,
-        Path("examples/hello.py"): HELLO_PY,
+        Path("examples/hello.yaml"): (examples / "hello.yaml").read_text(),
+        Path("examples/hello.py"): (examples / "hello.py").read_text(),
     }
     for path, text in files.items():
         if path.exists() and not force:

@@ -20,8 +20,8 @@ def run(args, cwd, token, home):
 
 
 def setup_job(work: Path, endpoint: str) -> Path:
-    shutil.copy(REPO / "examples" / "hello.py", work / "hello.py")
-    spec = yaml.safe_load((REPO / "examples" / "hello.yaml").read_text())
+    shutil.copy(REPO / "runjob_core" / "data" / "examples" / "hello.py", work / "hello.py")
+    spec = yaml.safe_load((REPO / "runjob_core" / "data" / "examples" / "hello.yaml").read_text())
     spec["upload"] = {"repo": "tester/hello-results", "endpoint": endpoint}
     spec["columns"] = {"response": "the toy model's answer", "score": "1.0 if the answer is right"}
     (work / "hello.yaml").write_text(yaml.safe_dump(spec))
