@@ -9,6 +9,7 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -80,4 +81,6 @@ def main() -> None:
     # never reads; keeping it out saves ~100 ms on every SSH command. Only in the CLI's own
     # process: a library user's later `import invoke` must keep working.
     sys.modules.setdefault("invoke", None)
+    # Commands share one SSH connection per cluster through an agent (RUNJOB_SSH_AGENT=0: don't).
+    os.environ.setdefault("RUNJOB_SSH_AGENT", "1")
     sys.exit(cli.main(prog_name="runjob", standalone_mode=True))

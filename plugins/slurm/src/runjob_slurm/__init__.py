@@ -14,6 +14,11 @@ SOURCE = "runjob-slurm"
 
 @hookimpl
 def runjob_transport(cluster, context):
+    from runjob_core import sshagent
+
+    if sshagent.enabled():
+        # runjob commands share one connection per cluster (see runjob_core.sshagent).
+        return sshagent.AgentTransport(cluster)
     from runjob_core.ssh import SSHTransport
 
     return SSHTransport(cluster)
