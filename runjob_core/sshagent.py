@@ -40,10 +40,18 @@ def enabled() -> bool:
     return os.environ.get("RUNJOB_SSH_AGENT", "0") not in ("", "0")
 
 
+#: A Unix socket path must fit in 108 bytes (sun_path); leave room for the file name.
+_MAX_FOLDER_LENGTH = 80
+
+
 def _folder() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR") or str(Path.home() / ".cache")
     folder = Path(base) / "runjob" / "agents"
+    if len(str(folder)) > _MAX_FOLDER_LENGTH:
+        folder = Path("/tmp") / f"runjob-agents-{os.getuid()}"
     folder.mkdir(parents=True, exist_ok=True)
+    if folder.stat().st_uid != os.getuid():
+        raise TransportError(f"{folder} belongs to another user; set XDG_RUNTIME_DIR to a private folder")
     folder.chmod(0o700)
     return folder
 
@@ -248,8 +256,13 @@ def serve(path: Path, cluster_json: str) -> None:
     idle = float(os.environ.get("RUNJOB_SSH_AGENT_IDLE", "600"))
     old_umask = os.umask(0o177)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    os.umask(old_umask)
+    try:
+        server.bind(str(path))
+    except OSError as exc:
+        error_file.write_text(f"the SSH agent cannot listen on {path}: {exc}")
+        raise
+    finally:
+        os.umask(old_umask)
     server.listen(16)
     server.settimeout(1.0)
     lock = threading.Lock()
