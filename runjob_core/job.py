@@ -128,15 +128,18 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _read_progress() -> Dict[str, Any]:
+    path = Path(os.environ.get("RUNJOB_PROGRESS", "progress.json"))
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total: Optional[int] = None, **metrics: Any) -> None:
     """Record the job's progress where the monitor reads it (written atomically)."""
     path = Path(os.environ.get("RUNJOB_PROGRESS", "progress.json"))
-    current: Dict[str, Any] = {}
-    if path.exists():
-        try:
-            current = json.loads(path.read_text())
-        except ValueError:
-            current = {}
+    current = _read_progress()
     current.update({k: v for k, v in {"step": step, "rows_done": rows_done, "total": total}.items() if v is not None})
     if metrics:
         current.setdefault("metrics", {}).update(metrics)
@@ -145,13 +148,21 @@ def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total:
     _atomic_write(path, json.dumps(current, default=str))
 
 
-def checkpoint_saved(path: "str | os.PathLike[str]", step: int, **info: Any) -> Path:
-    """Mark the checkpoint folder *path* complete; call it after every file is written."""
+def checkpoint_saved(path: "str | os.PathLike[str]", step: int, *, save_seconds: Optional[float] = None, **info: Any) -> Path:
+    """Mark the checkpoint folder *path* complete; call it after every file is written.
+
+    Pass *save_seconds* (how long writing the checkpoint took): runjob uses the longest one
+    to ask SLURM for the time-limit warning early enough on the next attempt.
+    """
     folder = Path(path)
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER}
     marker = folder / COMPLETE_MARKER
     _atomic_write(marker, json.dumps({"step": step, "files": files, "saved_at": time.time(), **info}))
-    progress(step=step, last_checkpoint=str(folder), last_checkpoint_at=time.time())
+    metrics: Dict[str, Any] = {"last_checkpoint": str(folder), "last_checkpoint_at": time.time()}
+    if save_seconds is not None:
+        previous = _read_progress().get("metrics", {}).get("max_save_seconds") or 0
+        metrics["max_save_seconds"] = max(float(previous), float(save_seconds))
+    progress(step=step, **metrics)
     return marker
 
 

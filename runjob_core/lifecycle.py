@@ -286,6 +286,26 @@ class Collected:
         return not self.problems
 
 
+def _summary_event(context: RunContext, row: JobRow, attempt: int, artifacts: list) -> None:
+    """One activity-log entry a dashboard can take whole: where the results are and what they hold."""
+    by_kind = {a.kind: a for a in artifacts}
+    results, hub, checked = by_kind.get("results"), by_kind.get("hub"), by_kind.get("validation")
+    data = {
+        "artifact": row.name, "rows": (checked or results).rows, "local": results.location,
+        "hub_url": hub.location if hub else None, "hub_revision": hub.data.get("revision") if hub else None,
+        "token_range": checked.data.get("token_range") if checked else None,
+        "score_range": checked.data.get("score_range") if checked else None,
+    }
+    parts = [f"{data['rows']} rows in {data['local']}"]
+    if data["token_range"]:
+        parts.append("output tokens {}..{}".format(*data["token_range"]))
+    if data["score_range"]:
+        parts.append("score {:g}..{:g}".format(*data["score_range"]))
+    if hub:
+        parts.append(f"on the Hub at {hub.location} (revision {data['hub_revision']})")
+    context.event(row.id, "results", f"{row.name}: " + ", ".join(parts), attempt=attempt, data=data)
+
+
 def results_folder(row: JobRow) -> Path:
     suffix = "-canary" if row.kind == "canary" else ""
     return Path("results") / f"{row.name}{suffix}"
@@ -317,6 +337,8 @@ def collect(context: RunContext, row: JobRow) -> Collected:
                       "location": artifact.location, "rows": artifact.rows, **artifact.data})
     if not any(a.kind == "results" for a in artifacts):
         problems.append(f"no results were collected into {dest}")
+    else:
+        _summary_event(context, row, attempt.n, artifacts)
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
     return Collected(dest, tuple(artifacts), tuple(problems))

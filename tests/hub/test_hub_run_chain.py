@@ -86,3 +86,14 @@ def test_incremental_upload_during_a_running_local_job(runjob_home, hub, h, tmp_
     assert "error None" in log
     # Partial pushes during the job (every 4 rows), then the final publish at collect.
     assert len(hub.commits("tester/grow")) >= 3
+
+
+def test_results_event_for_dashboards(runjob_home, hub, h, tmp_path):
+    setup_job(runjob_home, hub.url)
+    assert run(["run", "hello.yaml", "--yes"], runjob_home, h.token, tmp_path / "hf").returncode == 0
+    events = [json.loads(line) for line in run(["events", "hello", "--json", "--kind", "results"], runjob_home, h.token,
+                                                tmp_path / "hf").stdout.splitlines()]
+    [event] = events
+    data = event["data"]
+    assert data["rows"] == 20 and data["hub_url"].endswith("tester/hello-results") and data["hub_revision"]
+    assert data["score_range"] == [0.0, 1.0]

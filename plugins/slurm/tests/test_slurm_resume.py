@@ -95,3 +95,43 @@ def test_no_progress_is_stopped_after_two_attempts(ctx):
     attempts = ctx.store.attempts(row.id)
     assert [a.state for a in attempts] == ["TIMEOUT", "TIMEOUT"]
     assert "no progress" in ctx.store.get_job(row.id).outcome
+
+
+def test_signal_margin_defaults_from_the_measured_save_time(ctx):
+    from runjob_slurm._render import signal_margin
+
+    row, submission = submit(ctx, "margin", "true", template="training")
+    assert "#SBATCH --signal=B:USR1@300" in ctx.store.get_job(row.id).script
+    transport = ctx.transport(ctx.clusters["under-test"])
+    transport.put_text(submission.progress_path, json.dumps({"step": 5, "metrics": {"max_save_seconds": 40}}))
+    job = ctx.store.get_job(row.id).spec
+    lifecycle.prepare_attempt(ctx, job, ctx.clusters["under-test"], job_id=row.id, attempt=2, tag=f"runjob:{row.id}:2")
+    assert signal_margin(job, ctx.clusters["under-test"], ctx) == 180
+
+
+def test_torn_line_is_repaired_on_resume_on_slurm(ctx):
+    from runjob_core import resume
+
+    row, _ = submit(ctx, "torn", "python3 rows_job.py 40 0 --torn-after 25")
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    first = ctx.store.latest_attempt(row.id)
+    assert first.state == "FAILED"  # SIGKILL: exit code 0:9 (signal 9)
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    resume.resubmit(ctx, ctx.store.get_job(row.id), plan)
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    ids = rows_of(ctx, row)
+    assert sorted(ids) == list(range(40)) and 99999 not in ids
+    assert "already done: 25, repaired bytes: 40" in log_of(ctx, row, 2)
+
+
+def test_checkpoint_without_marker_is_skipped_on_slurm(ctx):
+    from runjob_core import resume
+
+    row, submission = submit(ctx, "ckpt", "python3 rows_job.py 110 0 --checkpoints", resume={"auto": False})
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    transport = ctx.transport(ctx.clusters["under-test"])
+    folder = submission.checkpoint_dir
+    transport.run(["rm", f"{folder}/step-100/.runjob_complete"])
+    ctx.store.update_attempt(row.id, 1, state="TIMEOUT")
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    assert (plan.checkpoint, plan.step) == (f"{folder}/step-50", 50)

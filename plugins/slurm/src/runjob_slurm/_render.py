@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from runjob_core import templating
@@ -22,6 +23,26 @@ def gres(job, cluster) -> str:
     return f"gpu:{count}"
 
 
+DEFAULT_SIGNAL_MARGIN = 300
+
+
+def signal_margin(job, cluster, context) -> int:
+    """Seconds of warning before the time limit: the job's setting, else three times the
+    longest checkpoint save that earlier attempts measured (+60 s), else 300."""
+    if job.checkpoint.signal_margin is not None:
+        return job.checkpoint.signal_margin
+    current = context.current
+    if job.template != "training" or current.attempt == 1:
+        return DEFAULT_SIGNAL_MARGIN
+    # The job folder (and its progress file) is shared by the attempts of one job.
+    text = context.transport(cluster).read_text(current.layout.progress_path)
+    try:
+        longest = float((json.loads(text or "{}").get("metrics") or {}).get("max_save_seconds") or 0)
+    except (ValueError, TypeError, AttributeError):
+        longest = 0.0
+    return int(3 * longest + 60) if longest else DEFAULT_SIGNAL_MARGIN
+
+
 def render(job, cluster, templates, context) -> Rendered:
     def sbatch_value(value) -> str:
         text = str(value)
@@ -35,7 +56,7 @@ def render(job, cluster, templates, context) -> Rendered:
     templates.filters["slurm_time"] = lambda value: format_slurm_time(parse_duration(value))
     variables = {
         "job": job, "cluster": cluster, "runjob": context.current.template_vars(),
-        "slurm": {"gres": gres(job, cluster)},
+        "slurm": {"gres": gres(job, cluster), "signal_margin": signal_margin(job, cluster, context)},
     }
     script = templating.render(templates, "slurm.sh.j2", variables, job_source=job.source)
     return Rendered(script=script, template=f"slurm.sh.j2 + {job.template}.sbatch.j2", source=SOURCE)
