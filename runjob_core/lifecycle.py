@@ -69,13 +69,13 @@ class Preflight:
 def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, canary: bool = False) -> Preflight:
     """Estimates (memory, time), the benchmark reference's rules: what would make the job fail
     or give a wrong number, before anything waits in a queue."""
-    from runjob_core import references
-
     estimates = [e for e in context.pm.hook.runjob_estimate(job=job, cluster=cluster, context=context) if e is not None]
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
     if not (job.benchmark or job.data.input):
         return Preflight(tuple(estimates), tuple(problems), ())  # nothing a reference could be about
+    from runjob_core import references
+
     refs = references.all_references(plugin_refs=references.plugin_references(context))
     review = references.review_job(job, refs, canary=canary)
     return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), tuple(review.warnings))
