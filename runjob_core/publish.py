@@ -530,18 +530,14 @@ def _rows_and_samples(path: Path, suffix: str) -> tuple[int, list[dict]]:
         with open(path, newline="", encoding="utf-8", errors="replace") as fh:
             rows = list(csv.DictReader(fh))
         return len(rows), [rows[i] for i in _sample_indices(len(rows))]
+    if suffix == ".json":
+        data = validate.json_array(path)
+        if data is not None:
+            return len(data), [data[i] for i in _sample_indices(len(data))]
     n = validate.count_rows(path)
     want = set(_sample_indices(n))
     samples: list[dict] = []
     with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip()
-        fh.seek(0)
-        if head.startswith(b"[") and suffix == ".json":
-            try:
-                data = json.load(fh)
-                return len(data), [data[i] for i in sorted(want)]
-            except (ValueError, TypeError, IndexError):
-                fh.seek(0)
         i = 0
         for line in fh:
             if not line.strip():

@@ -105,7 +105,8 @@ def _next_step(row: JobRow, state: str | None, anomalies, summary) -> str:
     if state == "COMPLETED" and not errors:
         if row.kind == "canary":
             return f"canary looks good: run the full job with `runjob run {row.spec_path or row.name}`"
-        return f"results are in {summary.get('files') and Path(summary['files'][0]).parent or 'results/'}; publish them with upload.repo in the job spec"
+        folder = Path(summary["files"][0]).parent if summary.get("files") else Path("results")
+        return f"results are in {folder}; publish them with upload.repo in the job spec"
     if errors:
         first = errors[0]
         return f"fix {first['label']}: {first['message']}; then `runjob submit {row.spec_path or row.name}`"

@@ -24,11 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pluggy
 import pytest
 
 from runjob_core import execute
 from runjob_core.models import ACTIVE_STATES, TERMINAL_STATES, ClusterConfig, JobSpec, Submission
 
+_hookimpl = pluggy.HookimplMarker("runjob")
 CLUSTER_ENV = Path(os.environ.get("RUNJOB_TEST_DIR", "/var/lib/runjob-test")) / "cluster.env"
 
 
@@ -296,19 +298,13 @@ class _HookSpy:
         self.submits = 0
         self.polls: list[int] = []
 
-    def _impl():  # noqa: N805 - builds the markers without importing pluggy at module import
-        import pluggy
 
-        return pluggy.HookimplMarker("runjob")
-
-    hookimpl = _impl()
-
-    @hookimpl(wrapper=True)
+    @_hookimpl(wrapper=True)
     def runjob_submit(self, job):
         self.submits += 1
         return (yield)
 
-    @hookimpl(wrapper=True)
+    @_hookimpl(wrapper=True)
     def runjob_poll(self, submissions):
         self.polls.append(len(submissions))
         return (yield)

@@ -817,20 +817,23 @@ def count_rows(path: Path) -> int:
 
         with open(path, newline="", encoding="utf-8") as fh:
             return max(0, sum(1 for _ in csv.reader(fh, delimiter="\t" if suffix == ".tsv" else ",")) - 1)
-    n = 0
+    if suffix == ".json":
+        data = json_array(path)
+        if data is not None:
+            return len(data)
     with open(path, "rb") as fh:
-        head = fh.read(4096).lstrip()
+        return sum(1 for line in fh if line.strip())
+
+
+def json_array(path: Path) -> list | None:
+    """The rows of a .json file holding one JSON array, or None (then it is read as JSON Lines)."""
+    with open(path, "rb") as fh:
+        if not fh.read(4096).lstrip().startswith(b"["):
+            return None
         fh.seek(0)
-        if head.startswith(b"[") and suffix == ".json":
-            try:
-                data = json.load(fh)
-                if isinstance(data, list):
-                    return len(data)
-            except ValueError:
-                pass
-            fh.seek(0)
-        for line in fh:
-            if line.strip():
-                n += 1
-    return n
+        try:
+            data = json.load(fh)
+        except ValueError:
+            return None  # not one array after all: the caller reads it line by line
+    return data if isinstance(data, list) else None
 
