@@ -9,6 +9,8 @@ The plugin marker is therefore created lazily::
 
 from __future__ import annotations
 
+from runjob_core._version import __version__
+
 __all__ = ["hookimpl", "__version__"]
 
 
@@ -19,13 +21,4 @@ def __getattr__(name: str):
         marker = pluggy.HookimplMarker("runjob")
         globals()["hookimpl"] = marker
         return marker
-    if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            value = version("runjob")
-        except PackageNotFoundError:
-            value = "0+unknown"
-        globals()["__version__"] = value
-        return value
     raise AttributeError(f"module 'runjob_core' has no attribute {name!r}")

@@ -1,13 +1,16 @@
 """Loading ``clusters.yaml`` and ``job.yaml`` into frozen records.
 
-One private cattrs converter, strict about types and unknown keys. Every problem becomes
-one line that names the file and the key path (``unknown key 'resourcs' at $ in
-job.yaml``); all problems of a file are reported together, without a traceback.
+Strict about types and unknown keys (the private cattrs converter in ``_structure``). Every
+problem becomes one line that names the file and the key path (``unknown key 'resourcs' at
+$ in job.yaml``); all problems of a file are reported together, without a traceback.
+
+PyYAML and cattrs are imported only when a file has to be parsed: a file already seen
+with the same bytes comes from the spec cache (``_spec_cache``), which keeps them off the
+path of a repeated ``runjob submit``.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -17,9 +20,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
-import cattrs
-import yaml
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from runjob_core.errors import ConfigError
 from runjob_core.models import JOB_NAME_RE, ClusterConfig, JobSpec
@@ -33,58 +33,6 @@ BACKEND_TYPES_HINT = {"slurm": "runjob-slurm", "runpod": "runjob-runpod", "local
 TEMPLATES = ("base", "training", "vllm")
 
 
-class _ValueProblem(ValueError):
-    """A value of the right shape but not acceptable; its text is shown as is."""
-
-
-def _strict_str(value: Any, _type: type) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise _ValueProblem(f"expected a string, got {describe_value(value)}")
-
-
-def _strict_int(value: Any, _type: type) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise _ValueProblem(f"expected an integer, got {describe_value(value)}")
-
-
-def _strict_float(value: Any, _type: type) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    raise _ValueProblem(f"expected a number, got {describe_value(value)}")
-
-
-def _strict_bool(value: Any, _type: type) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise _ValueProblem(f"expected true or false, got {describe_value(value)}")
-
-
-def _str_tuple(value: Any, _type: type) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, (list, tuple)):
-        return tuple(_strict_str(v, str) for v in value)
-    raise _ValueProblem(f"expected a list of strings, got {describe_value(value)}")
-
-
-def _str_dict(value: Any, _type: type) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise _ValueProblem(f"expected a mapping, got {describe_value(value)}")
-    return {str(k): _strict_str(v, str) for k, v in value.items()}
-
-
-def _any_dict(value: Any, _type: type) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _ValueProblem(f"expected a mapping, got {describe_value(value)}")
-    return {str(k): v for k, v in value.items()}
-
-
 def describe_value(value: Any) -> str:
     if value is None:
         return "nothing (null)"
@@ -93,97 +41,51 @@ def describe_value(value: Any) -> str:
     return repr(value)
 
 
-def _make_converter() -> cattrs.Converter:
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(str, _strict_str)
-    converter.register_structure_hook(int, _strict_int)
-    converter.register_structure_hook(float, _strict_float)
-    converter.register_structure_hook(bool, _strict_bool)
-    # Generic aliases are not classes: match them with predicates.
-    converter.register_structure_hook_func(lambda t: t == tuple[str, ...], _str_tuple)
-    converter.register_structure_hook_func(lambda t: t == dict[str, str], _str_dict)
-    converter.register_structure_hook_func(lambda t: t == dict[str, Any], _any_dict)
-    return converter
-
-
-_converter = _make_converter()
-
-
-def _format_exception(exc: BaseException, type_: Any) -> str:
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return "unknown key " + ", ".join(repr(k) for k in sorted(exc.extra_fields))
-    if isinstance(exc, _ValueProblem):
-        return str(exc)
-    if isinstance(exc, KeyError):
-        return "required key missing"
-    if isinstance(exc, (TypeError, ValueError)) and type_ is not None:
-        name = getattr(type_, "__name__", str(type_))
-        return f"invalid value, expected {name}"
-    return cattrs.v.format_exception(exc, type_)
-
-
 def structure(raw: Any, cls: type[T], *, source: str, path: str = "$") -> T:
     """Structure *raw* into *cls*, reporting every problem with its full key path."""
-    if not isinstance(raw, Mapping):
-        raise ConfigError(source, [f"expected a mapping at {path} in {source}, got {describe_value(raw)}"])
-    try:
-        return _converter.structure(dict(raw), cls)
-    except (ClassValidationError, IterableValidationError) as exc:
-        problems = []
-        for line in cattrs.transform_error(exc, path=path, format_exception=_format_exception):
-            message, _, where = line.rpartition(" @ ")
-            problems.append(f"{message} at {where} in {source}{_hint(message, '$' + where[len(path):], cls)}" if where else line)
-        raise ConfigError(source, problems) from None
+    from runjob_core import _structure
 
-
-def _hint(message: str, where: str, cls: type) -> str:
-    match = re.match(r"unknown key '([^']+)'$", message)
-    if not match:
-        return ""
-    known = _known_keys_at(cls, where)
-    close = difflib.get_close_matches(match.group(1), known, n=1)
-    if close:
-        return f"; did you mean '{close[0]}'?"
-    return f"; known keys: {', '.join(known)}" if known else ""
-
-
-def _known_keys_at(cls: type, where: str) -> list[str]:
-    current: Any = cls
-    for part in [p for p in where.split(".")[1:] if p]:
-        if not attrs.has(current):
-            return []
-        fields = {f.name: f for f in attrs.fields(current)}
-        if part not in fields:
-            return []
-        current = fields[part].type
-    if not attrs.has(current):
-        return []
-    return [f.name for f in attrs.fields(current) if f.name not in ("source", "base_dir", "name")]
+    return _structure.structure(raw, cls, source=source, path=path)
 
 
 def unstructure(obj: Any) -> Any:
-    return _converter.unstructure(obj)
+    """A record as plain data (dicts, lists, strings, numbers) for JSON.
+
+    ``attrs.asdict`` gives what the cattrs converter's unstructure gives for these records
+    (a test pins it), without importing cattrs on every command."""
+    return attrs.asdict(obj, recurse=True)
 
 
 # -------------------------------------------------------------------- YAML files
 
 
-#: libyaml's parser when PyYAML has it: about 10x faster than the pure-Python one.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def load_yaml(text: str | bytes) -> Any:
+    import yaml
+
+    # libyaml's parser when PyYAML has it: about 10x faster than the pure-Python one.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
 
 
-def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
-
-
-def read_yaml(path: Path) -> Any:
+def _read_bytes(path: Path) -> bytes:
     label = str(path)
     try:
-        text = path.read_text()
+        return path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(label, [f"{label}: file not found"]) from None
+    except IsADirectoryError:
+        raise ConfigError(label, [f"{label}: is a folder, not a YAML file"]) from None
     except OSError as exc:
         raise ConfigError(label, [f"{label}: cannot read ({exc.strerror})"]) from None
+
+
+def _parse_yaml(data: bytes, label: str) -> Any:
+    import yaml
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(label, [f"{label} is not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from None
     try:
         return load_yaml(text)
     except yaml.YAMLError as exc:
@@ -191,6 +93,10 @@ def read_yaml(path: Path) -> Any:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(label, [f"YAML syntax error in {label}{where}: {problem}"]) from None
+
+
+def read_yaml(path: Path) -> Any:
+    return _parse_yaml(_read_bytes(path), str(path))
 
 
 # -------------------------------------------------------------------- durations
@@ -269,11 +175,17 @@ def find_clusters_file(cwd: Path | None = None) -> Path | None:
 def load_clusters(path: Path | None = None) -> dict[str, ClusterConfig]:
     """All configured clusters, plus the built-in ``local`` one unless the file defines it."""
     path = path if path is not None else find_clusters_file()
-    clusters = {"local": local_cluster()}
     if path is None:
-        return clusters
-    label = str(path)
-    raw = read_yaml(path)
+        return {"local": local_cluster()}
+    data = _read_bytes(path)
+    from runjob_core import _spec_cache
+
+    return _spec_cache.cached("clusters", data, str(path), lambda: _clusters_from_yaml(data, str(path)))
+
+
+def _clusters_from_yaml(data: bytes, label: str) -> dict[str, ClusterConfig]:
+    clusters = {"local": local_cluster()}
+    raw = _parse_yaml(data, label)
     if raw is None:
         return clusters
     if not isinstance(raw, Mapping) or set(raw) - {"clusters"}:
@@ -331,8 +243,14 @@ def _check_cluster(cluster: ClusterConfig, where: str, label: str) -> list[str]:
 
 
 def load_job(path: Path) -> JobSpec:
-    raw = read_yaml(path)
-    return job_from_mapping(raw, source=str(path), base_dir=str(path.parent.resolve()))
+    data = _read_bytes(path)
+    source, base_dir = str(path), str(path.parent.resolve())
+    from runjob_core import _spec_cache
+
+    return _spec_cache.cached(
+        "job", data, f"{source}\0{base_dir}",
+        lambda: job_from_mapping(_parse_yaml(data, source), source=source, base_dir=base_dir),
+    )
 
 
 def job_from_mapping(raw: Any, *, source: str, base_dir: str = ".") -> JobSpec:
@@ -402,7 +320,9 @@ def job_to_json(job: JobSpec) -> str:
 
 
 def job_from_json(text: str) -> JobSpec:
-    return _converter.structure(json.loads(text), JobSpec)
+    from runjob_core._structure import from_plain
+
+    return from_plain(json.loads(text), JobSpec)
 
 
 def record_to_json(obj: Any) -> str:
@@ -410,4 +330,6 @@ def record_to_json(obj: Any) -> str:
 
 
 def record_from_json(text: str, cls: type[T]) -> T:
-    return _converter.structure(json.loads(text), cls)
+    from runjob_core._structure import from_plain
+
+    return from_plain(json.loads(text), cls)

@@ -10,6 +10,7 @@ plugin authors; ``RUNJOB_DISABLE_PLUGINS=a,b`` blocks plugins by name.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import logging
@@ -95,8 +96,11 @@ def _cache_key() -> list[list[Any]]:
 def _entry_points() -> list[_EntryPoint]:
     """The ``runjob`` entry points, cached per sys.path state: scanning every installed
     distribution's metadata costs ~40 ms on each command otherwise."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / "entry-points.json"
     key = _cache_key()
+    # One file per sys.path: `python -m pytest`, the console script and `python -c` see
+    # different paths and would otherwise evict each other's entry on every switch.
+    digest = hashlib.sha256(json.dumps([entry for entry, _ in key]).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"entry-points-{digest}.json"
     try:
         cached = json.loads(cache.read_text())
         if cached["key"] == key:
