@@ -72,10 +72,15 @@ def main() -> None:
             ids = [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
             monitor.cycle(context, ids)  # first cycle records PENDING states
             squeue = ["squeue", "-h", "-u", env["RUNJOB_TEST_SSH_USER"]]
-            before = len(transport.commands)
-            cycles = time_call(lambda: monitor.cycle(context, ids), args.reps)
-            per_cycle = (len(transport.commands) - before) / args.reps
-            raws = time_call(lambda: transport.run(squeue), args.reps)
+            cycles: list[float] = []
+            raws: list[float] = []
+            commands = 0
+            for _ in range(args.reps * 2):  # interleaved: slurmctld's load changes hit both alike
+                raws.extend(time_call(lambda: transport.run(squeue), 1))
+                before = len(transport.commands)
+                cycles.extend(time_call(lambda: monitor.cycle(context, ids), 1))
+                commands += len(transport.commands) - before
+            per_cycle = commands / len(cycles)
             show(f"2. one poll cycle over {args.queued} queued jobs (same open connection)", [
                 ("raw `squeue -h -u USER` over paramiko", raws),
                 ("runjob monitor cycle (poll + store + health)", cycles),

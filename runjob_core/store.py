@@ -173,8 +173,21 @@ class ArtifactRow:
 
 def _make(cls, row: sqlite3.Row):
     # Only the columns the record knows: a database written by a newer runjob still reads.
-    names = cls.__dataclass_fields__
-    return cls(**{key: row[key] for key in row.keys() if key in names})
+    return _make_all(cls, [row])[0]
+
+
+def _make_all(cls, rows) -> list:
+    """Records from rows of one query; the column plan is worked out once per query (the
+    monitor reads every followed job's rows each cycle)."""
+    rows = list(rows)
+    if not rows:
+        return []
+    known = cls.__dataclass_fields__
+    columns = rows[0].keys()
+    if columns == list(known):  # the usual case: the table's columns are the record's fields
+        return [cls(*row) for row in rows]
+    plan = [(index, name) for index, name in enumerate(columns) if name in known]
+    return [cls(**{name: row[index] for index, name in plan}) for row in rows]
 
 
 def new_job_id() -> str:
@@ -236,8 +249,8 @@ class Store:
         for start in range(0, len(unique), 500):
             chunk = unique[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT * FROM jobs WHERE id IN ({marks})", chunk):
-                rows[row["id"]] = _make(JobRow, row)
+            for job in _make_all(JobRow, self._db.execute(f"SELECT * FROM jobs WHERE id IN ({marks})", chunk)):
+                rows[job.id] = job
         return rows
 
     def find_job(self, ref: str) -> JobRow:
@@ -265,7 +278,7 @@ class Store:
 
     def list_jobs(self, *, limit: int = 50) -> list[JobRow]:
         rows = self._db.execute("SELECT * FROM jobs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
-        return [_make(JobRow, r) for r in rows]
+        return _make_all(JobRow, rows)
 
     def set_job(self, job_id: str, **fields: Any) -> None:
         allowed = {"state", "outcome", "script"}
@@ -319,7 +332,7 @@ class Store:
 
     def attempts(self, job_id: str) -> list[AttemptRow]:
         rows = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n", (job_id,))
-        return [_make(AttemptRow, r) for r in rows]
+        return _make_all(AttemptRow, rows)
 
     def latest_attempt(self, job_id: str) -> AttemptRow | None:
         row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n DESC LIMIT 1", (job_id,)).fetchone()
@@ -344,7 +357,7 @@ class Store:
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id IN ({marks})", job_ids)
         else:
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active}")
-        return [_make(AttemptRow, r) for r in rows]
+        return _make_all(AttemptRow, rows)
 
     # ------------------------------------------------------------------ events
 

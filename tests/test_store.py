@@ -72,3 +72,22 @@ def test_two_processes_share_the_store(tmp_path):
     a, b = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
     job = make_job(a)
     assert b.get_job(job).name == "exp"
+
+
+def test_a_database_with_columns_from_a_newer_runjob_still_reads(tmp_path):
+    path = tmp_path / "state.db"
+    store = Store(path)
+    job = make_job(store)
+    store.begin_attempt(job)
+    # A later version adds columns (ALTER TABLE appends them); this version ignores them.
+    store._db.execute("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 7")
+    store._db.execute("ALTER TABLE attempts ADD COLUMN gpu_hours REAL")
+    store.close()
+    reopened = Store(path)
+    try:
+        assert reopened.get_job(job).name == "exp"
+        assert [j.id for j in reopened.list_jobs()] == [job]
+        assert list(reopened.get_jobs([job])) == [job]
+        assert [a.n for a in reopened.active_attempts([job])] == [1]
+    finally:
+        reopened.close()
