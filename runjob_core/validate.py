@@ -498,15 +498,14 @@ def _scan_arrow(table, p: _Params) -> _Facts:
     if f.key is not None:
         col = table[f.key]
         valid = n - col.null_count
-        try:
-            if n > 1 and not col.null_count and pc.all(pc.greater(col.slice(1), col.slice(0, n - 1))).as_py():
-                distinct = valid  # strictly increasing (results in id order): no duplicates, no hashing
-            else:
-                distinct = len(pc.unique(col)) - (1 if col.null_count else 0)
-        except pa.ArrowNotImplementedError:  # e.g. struct keys
-            distinct = valid
-        f.dup = valid - distinct
-        if f.dup:
+        if pa.types.is_nested(col.type):
+            # Arrow cannot hash struct or list keys: count them as the stdlib path does.
+            _nested_key_dups(f, col.to_pylist())
+        elif n > 1 and not col.null_count and pc.all(pc.greater(col.slice(1), col.slice(0, n - 1))).as_py():
+            f.dup = 0  # strictly increasing (results in id order): no duplicates, no hashing
+        else:
+            f.dup = valid - (len(pc.unique(col)) - (1 if col.null_count else 0))
+        if f.dup and not pa.types.is_nested(col.type):
             vc = pc.value_counts(col)
             vals, cnts = vc.field("values"), vc.field("counts")
             dups = pc.filter(vals, pc.and_(pc.greater(cnts, 1), pc.is_valid(vals)))
@@ -535,6 +534,21 @@ def _scan_arrow(table, p: _Params) -> _Facts:
 # python engine (stdlib)
 
 _TYPE_NAMES = {str: "string", int: "int", float: "float", bool: "bool", dict: "object", list: "list"}
+
+
+def _nested_key_dups(f: _Facts, keys: list) -> None:
+    """Duplicates among struct or list keys, compared by their canonical JSON."""
+    seen: set[str] = set()
+    for key in keys:
+        if key is None:
+            continue
+        text = json.dumps(key, sort_keys=True, default=str)
+        if text in seen:
+            f.dup += 1
+            if len(f.dup_examples) < N_EXAMPLES and text not in f.dup_examples:
+                f.dup_examples.append(text)
+        else:
+            seen.add(text)
 
 
 def _open_source(path: Path):

@@ -139,6 +139,17 @@ def test_duplicate_keys(tmp_path, h, engine):
     assert set(p.examples) == {"id=q-00003", "id=q-00039"}
 
 
+def test_duplicate_struct_keys_are_counted_by_both_engines(tmp_path, h, engine):
+    # Arrow cannot hash a struct column; duplicates must still be found, not assumed away.
+    rows = h.make_rows(20)
+    for n, row in enumerate(rows):
+        row["id"] = {"task": "gsm8k", "n": n}
+    rows[7]["id"] = {"task": "gsm8k", "n": 2}
+    r = validate_results(h.write_jsonl(tmp_path / "r.jsonl", rows), key="id", engine=engine)
+    p = r.problem("duplicate-key")
+    assert p.count == 1 and p.examples == ('id={"n": 2, "task": "gsm8k"}',)
+
+
 def test_key_detection(tmp_path, h, engine):
     rows = [{"question_id": i % 5, "response": "ok.", "score": 1.0 * (i % 2)} for i in range(10)]
     path = h.write_jsonl(tmp_path / "r.jsonl", rows)
