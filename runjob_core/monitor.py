@@ -20,7 +20,7 @@ from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import (
     ACTIVE_STATES, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
 )
-from runjob_core.store import AttemptRow
+from runjob_core.store import AttemptRow, JobHead
 
 #: runjob_core.job.RESUME_EXIT_CODE: the job stopped early on purpose and wants resuming.
 RESUME_EXIT_CODE = 75
@@ -58,7 +58,7 @@ class CycleResult:
 def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
     store = context.store
     attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
-    rows = store.get_jobs([a.job_id for a in attempts])
+    rows = store.job_heads([a.job_id for a in attempts])
     by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
     for attempt in attempts:
         by_cluster[rows[attempt.job_id].cluster].append(attempt)
@@ -111,7 +111,7 @@ def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | Non
                    attempt.step, attempt.rows_done, outcome=outcome)
 
 
-def _observe(context: RunContext, cluster, row, attempt: AttemptRow, submission: Submission, status: JobStatus,
+def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, submission: Submission, status: JobStatus,
              views: dict[str, JobView]) -> bool:
     store = context.store
     changed = False

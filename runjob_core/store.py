@@ -140,6 +140,16 @@ class AttemptRow:
 
 
 @dataclass(frozen=True)
+class JobHead:
+    """What the monitor needs of a job each cycle: not its spec or script (kilobytes each)."""
+
+    id: str
+    name: str
+    cluster: str
+    outcome: str | None
+
+
+@dataclass(frozen=True)
 class EventRow:
     id: int
     job_id: str | None
@@ -243,15 +253,16 @@ class Store:
             raise JobNotFoundError(f"no job with id {job_id!r} in {self.path}")
         return _make(JobRow, row)
 
-    def get_jobs(self, job_ids: list[str]) -> dict[str, JobRow]:
-        rows: dict[str, JobRow] = {}
+    def job_heads(self, job_ids: list[str]) -> dict[str, JobHead]:
+        heads: dict[str, JobHead] = {}
         unique = list(dict.fromkeys(job_ids))
-        for start in range(0, len(unique), 500):
+        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
             chunk = unique[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            for job in _make_all(JobRow, self._db.execute(f"SELECT * FROM jobs WHERE id IN ({marks})", chunk)):
-                rows[job.id] = job
-        return rows
+            query = f"SELECT id, name, cluster, outcome FROM jobs WHERE id IN ({marks})"
+            for head in _make_all(JobHead, self._db.execute(query, chunk)):
+                heads[head.id] = head
+        return heads
 
     def find_job(self, ref: str) -> JobRow:
         """A job by its runjob id, or the latest job with that name."""

@@ -88,6 +88,7 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         merged = _parse.merge(ids, queued, accounted)
     statuses = {}
     submitted = {s.backend_job_id: s.submitted_at for s in submissions}
+    hints: dict[tuple, str | None] = {}  # hundreds of jobs wait for the same reason in the same partition
     for job_id, info in merged.items():
         if info.state == "LOST" and time.time() - submitted[job_id] < SACCT_GRACE_SECONDS:
             # Left squeue before slurmdbd recorded it (that can take seconds): not lost yet.
@@ -97,7 +98,10 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         hint = None
         if info.state == "PENDING" and reason:
             row = queued.get(job_id)
-            hint = _diagnose.diagnose_pending(reason, requested={"partition": row.partition} if row else None)
+            key = (reason, row.partition if row else None)
+            if key not in hints:
+                hints[key] = _diagnose.diagnose_pending(reason, requested={"partition": key[1]} if row else None)
+            hint = hints[key]
         statuses[job_id] = JobStatus(state=info.state, source=SOURCE, reason=hint or reason, exit_code=info.exit_code,
                                      signal=info.signal, started_at=info.started, ended_at=info.ended, node=info.node)
     return statuses
