@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 
@@ -17,8 +16,14 @@ def time_call(fn: Callable[[], object], reps: int) -> list[float]:
     return samples
 
 
-def time_command(argv: Sequence[str], reps: int, **kwargs) -> list[float]:
-    return time_call(lambda: subprocess.run(argv, check=True, capture_output=True, **kwargs), reps)
+def time_interleaved(fns: Sequence[Callable[[], object]], reps: int) -> list[list[float]]:
+    """Samples of each of *fns*, run in turn each repetition, so that load changes on the
+    machine (2 cores, other work) hit all of them alike rather than whichever ran last."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, into in zip(fns, samples):
+            into.extend(time_call(fn, 1))
+    return samples
 
 
 def median_ms(samples: list[float]) -> float:

@@ -13,10 +13,11 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import show, time_call, time_command  # noqa: E402
+from _timing import show, time_interleaved  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -26,9 +27,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=15)
     reps = parser.parse_args().reps
 
+    def run(argv: list[str]) -> Callable[[], object]:
+        return lambda: subprocess.run(argv, check=True, capture_output=True)
+
+    click_only, help_ = time_interleaved([run([sys.executable, "-c", "import click"]), run([str(BIN / "runjob"), "--help"])], reps)
     show("1. start-up: `runjob --help` vs importing click", [
-        ("python -c 'import click'", time_command([sys.executable, "-c", "import click"], reps)),
-        ("runjob --help", time_command([str(BIN / "runjob"), "--help"], reps)),
+        ("python -c 'import click'", click_only),
+        ("runjob --help", help_),
     ], target="runjob --help under 2x import click")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,9 +53,10 @@ def main() -> None:
         def plain() -> None:
             subprocess.Popen(["bash", str(script)], start_new_session=True, stdout=subprocess.DEVNULL).wait()
 
+        plain_samples, submit_samples = time_interleaved([plain, submit], reps)
         show("2. submit a local job: `runjob submit --yes` vs `bash script`", [
-            ("bash script.sh (start and wait)", time_call(plain, reps)),
-            ("runjob submit --yes (render, stage, record, start detached)", time_call(submit, reps)),
+            ("bash script.sh (start and wait)", plain_samples),
+            ("runjob submit --yes (render, stage, record, start detached)", submit_samples),
         ])
 
 
