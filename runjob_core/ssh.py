@@ -319,14 +319,23 @@ def _exec(channel: Any, command: str, input: str | None, timeout: float | None, 
             out += channel.recv(1 << 16)
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(1 << 16)
-        if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+        # Done at end of output *and* exit status, as OpenSSH's client: sshd may send the
+        # exit status while output is still on its way (a child that outlives the shell).
+        ended = channel.eof_received or channel.closed
+        if ended and channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
             break
         wait = 1.0 if deadline is None else deadline - time.monotonic()
         if deadline is not None and wait <= 0:
             channel.close()
             message = f"remote command timed out after {timeout:.0f} s: {command[:200]}"
             raise TransportError(message)
-        select.select([channel], [], [], min(wait, 1.0))
+        if ended:
+            # Only the exit status is still to come. The channel's pipe stays readable after
+            # EOF, so select would spin (hundreds of turns per command, taking a core from
+            # sshd and the command itself).
+            channel.status_event.wait(min(wait, 1.0))
+        else:
+            select.select([channel], [], [], min(wait, 1.0))
     status = channel.recv_exit_status()
     channel.close()
     if status == -1:

@@ -133,6 +133,12 @@ def test_connection_killed_mid_watch_reconnects(ctx, slurm_env):
     assert final.state == "COMPLETED" and ssh.connects > connects
 
 
+def test_output_written_after_the_exit_status_is_not_lost(ctx):
+    # sshd sends the shell's exit status while a child it left behind still writes.
+    result = transport(ctx).run_shell("(sleep 0.3; echo late; echo late-err >&2) & echo early")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "early\nlate\n", "late-err\n")
+
+
 def test_hostile_values_run_nothing_on_the_cluster(ctx, tmp_path):
     marker = f"/tmp/runjob-pwned-{os.getpid()}"
     job = spec("hostile", 'echo "$GREETING"', env={"GREETING": f"x; touch {marker}; $(touch {marker})"})

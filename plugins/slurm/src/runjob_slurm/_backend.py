@@ -1,7 +1,7 @@
 """Submit, poll, cancel, reattach and collect SLURM jobs over the cluster's transport.
 
-Polling is batched: one ``squeue -u USER -t all`` for every job of the cluster per
-cycle, and one ``sacct`` (chunked) only for jobs that have left squeue's memory.
+Polling is batched: one ``squeue -u USER`` (live jobs) for every job of the cluster per
+cycle, and one ``sacct`` (chunked) only for jobs that have left the queue or finished.
 """
 
 from __future__ import annotations
@@ -69,10 +69,25 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         # slurmctld busy or restarting: the monitor retries next cycle.
         raise TransportError(f"squeue failed on {cluster.name} (exit {queue.returncode}): {queue.stderr.strip()}")
     ids = [s.backend_job_id for s in submissions]
-    queued = _parse.parse_squeue(queue.stdout, wanted=ids)
+    lines = _parse.squeue_lines(queue.stdout, wanted=ids)
+    # A live job's status is a function of its squeue line alone, and a waiting job's line
+    # is the same cycle after cycle: reuse last cycle's status for an unchanged line.
+    memo = context.scratchpad(f"{SOURCE}:live-lines")
+    last = memo.get(cluster.name, {})
+    statuses = {job_id: last[line] for job_id, line in lines.items() if line in last}
+    fresh = [job_id for job_id in ids if job_id not in statuses]
+    queued = _parse.parse_squeue_lines([lines[job_id] for job_id in fresh if job_id in lines])
+    gone = _parse.needs_sacct(fresh, queued)
+    statuses.update(_statuses(transport, submissions, fresh, queued, gone))
+    live = set(lines) - set(gone)
+    memo[cluster.name] = {lines[job_id]: statuses[job_id] for job_id in live}
+    return statuses
+
+
+def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[str]) -> dict[str, JobStatus]:
     accounted = {}
     # sacct only for jobs that left the queue or just finished (squeue has no exit codes).
-    for argv in _parse.sacct_argv(_parse.needs_sacct(ids, queued)):
+    for argv in _parse.sacct_argv(gone):
         result = transport.run(argv)
         if result.ok:
             accounted.update(_parse.parse_sacct(result.stdout))

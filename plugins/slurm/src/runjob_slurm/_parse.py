@@ -178,16 +178,24 @@ def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def parse_squeue(text: str, wanted: Iterable[str] | None = None) -> dict[str, SqueueRow]:
-    """``squeue_argv`` output -> rows by job id. Lines that don't fit are skipped.
+def squeue_lines(text: str, wanted: Iterable[str] | None = None) -> dict[str, str]:
+    """``squeue`` output -> each line by its job id (the first field), only *wanted* ids.
 
-    With *wanted*, only those ids are parsed: ``-t all`` lists every job the user ran in
-    the last MinJobAge, often ten times more than runjob is following."""
+    ``-t all`` lists every job the user ran in the last MinJobAge, often ten times more
+    than runjob is following: the others are never parsed."""
     keep = set(wanted) if wanted is not None else None
+    lines = {}
+    for line in text.splitlines():
+        job_id = line.split("|", 1)[0]
+        if line.strip() and (keep is None or job_id in keep):
+            lines[job_id] = line
+    return lines
+
+
+def parse_squeue_lines(lines: Iterable[str]) -> dict[str, SqueueRow]:
+    """``squeue_argv``/``squeue_poll_argv`` lines -> rows by job id. Lines that don't fit are skipped."""
     rows = {}
-    for line in _lines(text):
-        if keep is not None and line.split("|", 1)[0] not in keep:
-            continue
+    for line in lines:
         parts = line.split("|", 10)
         if len(parts) != 11:
             continue
@@ -196,6 +204,11 @@ def parse_squeue(text: str, wanted: Iterable[str] | None = None) -> dict[str, Sq
                                  start=parse_time(start), end=parse_time(end), elapsed=parse_duration(used),
                                  nodes=_opt(nodes), partition=_opt(partition), comment=_opt(comment), name=name)
     return rows
+
+
+def parse_squeue(text: str, wanted: Iterable[str] | None = None) -> dict[str, SqueueRow]:
+    """``squeue`` output -> rows by job id, only *wanted* ids (all when None)."""
+    return parse_squeue_lines(squeue_lines(text, wanted).values())
 
 
 def parse_sacct(text: str) -> dict[str, SacctRow]:
