@@ -47,7 +47,9 @@ def _code_stamp() -> bytes:
     return "\0".join(parts).encode()
 
 
-def _usable(folder: Path) -> bool:
+def is_private_dir(folder: Path) -> bool:
+    """True when *folder* is a directory of this user that nobody else can write to (what
+    a cache of pickles or bytecode needs: its files are run as code)."""
     try:
         info = folder.stat()
     except OSError:
@@ -62,7 +64,7 @@ def cached(kind: str, data: bytes, where: str, build: Callable[[], T]) -> T:
     digest = hashlib.sha256(b"\0".join([kind.encode(), where.encode(), _code_stamp(), data])).hexdigest()
     folder = cache_dir()
     entry = folder / f"{kind}-{digest[:40]}.pickle"
-    if _usable(folder):
+    if is_private_dir(folder):
         hit = _load(entry)
         if hit is not None:
             return hit
@@ -74,7 +76,7 @@ def cached(kind: str, data: bytes, where: str, build: Callable[[], T]) -> T:
 def _load(entry: Path) -> object | None:
     try:
         with entry.open("rb") as handle:
-            return pickle.load(handle)  # noqa: S301 - our own private folder, checked by _usable
+            return pickle.load(handle)  # noqa: S301 - our own private folder, checked by is_private_dir
     except FileNotFoundError:
         return None
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError, ValueError) as exc:
@@ -85,7 +87,7 @@ def _load(entry: Path) -> object | None:
 def _store(folder: Path, entry: Path, result: object) -> None:
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _usable(folder):
+        if not is_private_dir(folder):
             log.debug("spec cache %s is not private to this user; not caching", folder)
             return
         tmp = entry.with_name(f".{entry.name}.{os.getpid()}")

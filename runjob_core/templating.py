@@ -45,12 +45,15 @@ def _plugin_template_dirs(plugins: list[Any]) -> list[str]:
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     # Compiling the three templates costs ~50 ms per command; the cache is keyed by each
     # template's source checksum, so an edited template is recompiled.
+    # Bytecode is run as code: only from a folder nobody else can write to.
+    from runjob_core._spec_cache import is_private_dir
+
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / "jinja"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return None
-    return jinja2.FileSystemBytecodeCache(str(folder))
+    return jinja2.FileSystemBytecodeCache(str(folder)) if is_private_dir(folder) else None
 
 
 def make_environment(*, user_dir: Path | None = None, plugins: list[Any] = ()) -> jinja2.Environment:

@@ -104,6 +104,15 @@ def test_the_cache_is_used_only_in_a_folder_nobody_else_can_write(tmp_path, cach
     assert config.load_job(job).command == "echo planted"  # private again: the entry is used
 
 
+def test_template_bytecode_is_cached_only_in_a_private_folder(cache_home):
+    from runjob_core import templating
+
+    folder = cache_home.parent / "jinja"
+    assert templating._bytecode_cache() is not None and (folder.stat().st_mode & 0o777) == 0o700
+    folder.chmod(0o777)  # another user could plant bytecode here
+    assert templating._bytecode_cache() is None
+
+
 def test_runjob_spec_cache_0_turns_it_off(tmp_path, cache_home, monkeypatch):
     monkeypatch.setenv("RUNJOB_SPEC_CACHE", "0")
     job = tmp_path / "job.yaml"
