@@ -120,7 +120,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
         updates.update(state=status.state, reason=status.reason)
         changed = True
         reason = f" ({status.reason})" if status.reason else ""
-        code = f", exit code {status.exit_code}" if status.exit_code is not None and status.terminal else ""
+        code = f", exit code {status.exit_code}" if _telling_exit_code(status) else ""
         context.event(attempt.job_id, "state", f"attempt {attempt.n}: {status.state}{reason}{code}",
                       attempt=attempt.n, source=status.source, state=status.state)
     # A job still waiting in the queue has no log or progress yet: reading them would
@@ -166,6 +166,14 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
         view.findings.append(finding.label)
     _apply_actions(context, attempt, submission, status, findings, view)
     return changed or bool(findings)
+
+
+def _telling_exit_code(status: JobStatus) -> bool:
+    # SLURM records 0 for a job it ended itself (OUT_OF_MEMORY is 0:125, TIMEOUT 0:0):
+    # "exit code 0" beside those would read as success.
+    if not status.terminal or status.exit_code is None:
+        return False
+    return status.exit_code != 0 or status.state in (COMPLETED, FAILED)
 
 
 def _read_progress(transport, submission: Submission) -> dict | None:

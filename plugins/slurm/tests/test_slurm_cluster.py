@@ -102,6 +102,21 @@ def test_time_limit_gives_timeout_and_the_log_says_so(ctx):
     assert b"DUE TO TIME LIMIT" in transport(ctx).read_from(submission.log_path, 0)
 
 
+def test_memory_limit_gives_out_of_memory_reported_not_retried_smaller(ctx):
+    # A real cgroup OOM kill (the test cluster enforces --mem): reported with the fix, and the
+    # job is neither resubmitted nor changed by runjob on its own.
+    hog = "python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'"
+    row, _ = submit(ctx, spec("hog", hog, resources={"mem": "64M"}, params={"batch_size": 64}))
+    final = wait_end(ctx, row.id, timeout=180)
+    assert final.state == "OUT_OF_MEMORY"
+    findings = [e for e in ctx.store.events(row.id, kinds=("finding",)) if e.data.get("label") == "host_oom"]
+    assert findings, [e.message for e in ctx.store.events(row.id)]
+    [state_event] = [e.message for e in ctx.store.events(row.id, kinds=("state",)) if "OUT_OF_MEMORY" in e.message]
+    assert "exit code" not in state_event  # SLURM's 0:125 is not a success
+    assert ctx.store.latest_attempt(row.id).n == 1
+    assert json.loads(ctx.store.get_job(row.id).spec_json)["params"] == {"batch_size": 64}
+
+
 def test_twenty_jobs_one_squeue_per_cycle(ctx):
     rows = [submit(ctx, spec(f"many-{i}", "sleep 20"))[0] for i in range(20)]
     ssh = transport(ctx)
