@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+import yaml
 
 from runjob_core import lifecycle, monitor
 from runjob_core.errors import BackendError
@@ -152,6 +153,32 @@ def test_output_written_after_the_exit_status_is_not_lost(ctx):
     # sshd sends the shell's exit status while a child it left behind still writes.
     result = transport(ctx).run_shell("(sleep 0.3; echo late; echo late-err >&2) & echo early")
     assert (result.returncode, result.stdout, result.stderr) == (0, "early\nlate\n", "late-err\n")
+
+
+def test_killed_runjob_run_reattaches_to_its_slurm_job(runjob_home, cluster):
+    # `runjob run` SIGKILLed while it watches; run again, it finds the job by its tag.
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [attrs.evolve(cluster, name="under-test")])
+    command = """for i in $(seq 1 15); do echo step $i; sleep 1; done
+mkdir -p $RUNJOB_RESULTS && echo '{"id": 1}' > $RUNJOB_RESULTS/out.jsonl"""
+    (runjob_home / "slow.yaml").write_text(yaml.safe_dump({"name": "slow", "cluster": "under-test", "command": command}))
+    runjob = str(Path(os.sys.executable).parent / "runjob")
+
+    def cli(*args):
+        return subprocess.run([runjob, *args], capture_output=True, text=True, timeout=300)
+
+    first = subprocess.Popen([runjob, "run", "slow.yaml", "--yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: "step 2" in cli("logs", "slow").stdout, timeout=120, what="the job to run")
+    finally:
+        first.kill()
+        first.wait()
+    [before] = json.loads(cli("status", "slow", "--json").stdout)
+    again = cli("run", "slow.yaml", "--yes")
+    assert again.returncode == 0, again.stderr
+    assert "already submitted" in again.stderr
+    [after] = json.loads(cli("status", "slow", "--json").stdout)
+    assert after["state"] == "COMPLETED" and len(after["attempts"]) == 1
+    assert after["attempts"][0]["backend_job_id"] == before["attempts"][0]["backend_job_id"]
 
 
 def test_hostile_values_run_nothing_on_the_cluster(ctx, tmp_path):
