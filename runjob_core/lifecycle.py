@@ -257,19 +257,36 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
 
 
 def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the user") -> list[str]:
-    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
-    if not attempts:
-        return []
-    cluster = context.clusters.get(row.cluster)
-    if cluster is None:
-        raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
-    submissions = [a.submission for a in attempts]
-    done = context.hook("runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
+    """Cancel the job's active attempts and record them CANCELLED now (the user asked)."""
+    attempts, done = _cancel_active(context, row)
     for attempt in attempts:
         if attempt.submission.backend_job_id in done:
             context.store.update_attempt(row.id, attempt.n, state="CANCELLED", ended_at=time.time(), reason=reason)
             context.event(row.id, "cancelled", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
     return list(done)
+
+
+def stop(context: RunContext, row: JobRow, *, reason: str) -> list[str]:
+    """Ask the backend to cancel the job's active attempts, and leave their final state to
+    the monitor's next poll: a job that was already ending (killed for memory, say) keeps
+    the scheduler's word for how it ended instead of runjob's CANCELLED."""
+    attempts, done = _cancel_active(context, row)
+    for attempt in attempts:
+        if attempt.submission.backend_job_id in done:
+            context.event(row.id, "stopping", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
+    return list(done)
+
+
+def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
+    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
+    if not attempts:
+        return [], []
+    cluster = context.clusters.get(row.cluster)
+    if cluster is None:
+        raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
+    submissions = [a.submission for a in attempts]
+    done = context.hook("runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
+    return attempts, list(done)
 
 
 # ---------------------------------------------------------------------------- collect

@@ -205,17 +205,23 @@ def _new_log_text(context: RunContext, transport, attempt: AttemptRow, submissio
 def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submission, status: JobStatus,
                    findings: list[Finding], view: JobView) -> None:
     store = context.store
-    row = store.get_job(attempt.job_id)
     stops = [f for f in findings if f.action == "stop"]
-    if stops and status.state in ACTIVE_STATES:
-        first = stops[0]
-        lifecycle.cancel(context, row, reason=f"stopped by health check {first.label}")
-        store.set_job(row.id, outcome=f"stopped: {first.label}: {first.message}")
-        view.outcome = f"stopped: {first.label}"
+    if not stops and not status.terminal:
         return
-    if stops:
+    row = store.get_job(attempt.job_id)
+    # This attempt was stopped by runjob already: its final state is the scheduler's to
+    # tell (the monitor polls it), and nothing more is done about it.
+    stopped = any(e.attempt == attempt.n for e in store.events(attempt.job_id, kinds=("stopping",)))
+    if stops and status.state in ACTIVE_STATES:
+        if not stopped:
+            first = stops[0]
+            lifecycle.stop(context, row, reason=f"stopped by health check {first.label}")
+            store.set_job(row.id, outcome=f"stopped: {first.label}: {first.message}")
+            view.outcome = f"stopped: {first.label}"
+        return
+    if stops and not stopped:
         store.set_job(row.id, outcome=f"failed: {stops[0].label}: {stops[0].message}")
-    if not status.terminal:
+    if not status.terminal or stopped:
         return
     if status.state == COMPLETED:
         store.set_job(row.id, outcome="completed")

@@ -254,6 +254,26 @@ class BackendContract:
         final = self._wait_terminal(context, row.id)
         assert final.state == "CANCELLED"
 
+    def test_a_stop_after_the_job_ended_keeps_its_own_ending(self, context: Any) -> None:
+        # runjob stops a job on a health finding; the job may have ended meanwhile (killed for
+        # memory, or just done): the backend must then report that ending, not CANCELLED.
+        from runjob_core import lifecycle
+
+        row, submission = self._submit(context, self.job_spec("contract-late-stop", "exit 3"))
+        cluster = lifecycle.cluster_for(context, row.spec)
+        poll = context.hook("runjob_poll", self.backend)
+
+        def ended() -> Any:
+            status = poll(submissions=[submission], cluster=cluster, context=context)[submission.backend_job_id]
+            return status if status.terminal else None
+
+        assert wait_until(ended, timeout=60, interval=0.3, what="the job to end").state == "FAILED"
+        lifecycle.stop(context, row, reason="stopped by a test")
+        time.sleep(1)  # let a cancel that would (wrongly) take effect do so
+        after = poll(submissions=[submission], cluster=cluster, context=context)[submission.backend_job_id]
+        assert (after.state, after.exit_code) == ("FAILED", 3)
+        assert [e.kind for e in context.store.events(row.id, kinds=("stopping",))] == ["stopping"]
+
     def test_reattach_by_tag_instead_of_submitting_twice(self, context: Any) -> None:
         from runjob_core import lifecycle
 

@@ -77,3 +77,19 @@ def test_health_scan_cli_json(runjob_home, runjob_cli, tmp_path):
     assert result.exit_code == 1
     assert [f["label"] for f in data[0]["findings"]] == ["cuda_oom"] and data[0]["findings"][0]["line"] == 5
     assert data[1] == {"file": str(healthy), "findings": []}
+
+
+@pytest.mark.parametrize("state, code, shown", [
+    ("OUT_OF_MEMORY", 0, False),  # SLURM's 0:125: the scheduler ended it, not a success
+    ("TIMEOUT", 0, False),
+    ("CANCELLED", 0, False),
+    ("COMPLETED", 0, True),
+    ("FAILED", 0, True),  # killed by a signal: 0:9
+    ("FAILED", 3, True),
+    ("OUT_OF_MEMORY", 137, True),
+    ("RUNNING", None, False),
+])
+def test_state_events_give_an_exit_code_only_where_it_tells_something(state, code, shown):
+    from runjob_core.models import JobStatus
+
+    assert monitor._telling_exit_code(JobStatus(state=state, source="test", exit_code=code)) is shown

@@ -166,6 +166,15 @@ def test_batch_oom_step():
     assert P.merge(["10"], {}, rows)["10"].state == "OUT_OF_MEMORY"
 
 
+def test_cancelled_after_an_oom_killed_step_is_out_of_memory():
+    rows = P.parse_sacct(fixture("sacct_steps_cancelled_after_oom.txt"))
+    assert rows["491"].state == "CANCELLED by 0"
+    info = P.merge(["491"], {}, rows)["491"]
+    assert info.state == "OUT_OF_MEMORY" and info.reason == "step 491.batch ran out of memory; the job was cancelled afterwards"
+    plain = {"491": rows["491"]}  # without the steps it stays CANCELLED
+    assert P.merge(["491"], {}, plain)["491"].state == "CANCELLED"
+
+
 # ----------------------------------------------------------------------------- map_state
 
 STATE_TABLE = [

@@ -6,7 +6,7 @@ file. A record per attempt (``.runjob/local/<tag>.json``: pid, process start tim
 lets a restarted runjob find the job again. Status comes from that record:
 
 * an exit-code file -> COMPLETED (0), TIMEOUT (124 from ``timeout``) or FAILED;
-* a cancel marker -> CANCELLED;
+* a cancel marker -> CANCELLED (unless the exit-code file is older: the job had ended);
 * the wrapper still alive (same pid *and* start time, so a reused pid is not mistaken
   for it) -> RUNNING;
 * otherwise the runner died without a word (the machine rebooted, someone killed it with
@@ -96,8 +96,11 @@ def reattach(tag: str, context) -> Submission | None:
 def _status(submission: Submission) -> JobStatus:
     extra = submission.extra
     exit_file = Path(extra["exit_file"])
-    if Path(extra["cancel_file"]).exists():
-        return JobStatus(state=CANCELLED, source=SOURCE, reason="cancelled", ended_at=Path(extra["cancel_file"]).stat().st_mtime)
+    cancel_file = Path(extra["cancel_file"])
+    cancelled_at = cancel_file.stat().st_mtime if cancel_file.exists() else None
+    # A job that had ended before the cancel keeps its own ending.
+    if cancelled_at is not None and not (exit_file.exists() and exit_file.stat().st_mtime < cancelled_at):
+        return JobStatus(state=CANCELLED, source=SOURCE, reason="cancelled", ended_at=cancelled_at)
     if exit_file.exists():
         text = exit_file.read_text().strip()
         code = int(text) if text.lstrip("-").isdigit() else None

@@ -92,14 +92,14 @@ def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[s
         if result.ok:
             accounted.update(_parse.parse_sacct(result.stdout))
     merged = _parse.merge(ids, queued, accounted)
-    # An srun step killed for memory leaves the job FAILED 1:0: look at the steps of
-    # failed jobs, once, when they end.
-    failed = [job_id for job_id, info in merged.items() if info.state == "FAILED"]
-    for job_id in failed:
+    # A step killed for memory can leave the job FAILED 1:0, or CANCELLED when runjob stopped
+    # it for the kill: look at the steps of such jobs, once, when they end.
+    ended_badly = [job_id for job_id, info in merged.items() if info.state in _parse.STEPS_CHECKED]
+    for job_id in ended_badly:
         steps = transport.run(_parse.sacct_steps_argv(job_id))
         if steps.ok:
             accounted.update(_parse.parse_sacct(steps.stdout))
-    if failed:
+    if ended_badly:
         merged = _parse.merge(ids, queued, accounted)
     statuses = {}
     submitted = {s.backend_job_id: s.submitted_at for s in submissions}

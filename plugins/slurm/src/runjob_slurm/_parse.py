@@ -68,8 +68,8 @@ def sacct_argv(job_ids: Iterable[str], chunk: int = SACCT_CHUNK) -> list[list[st
 
 
 def sacct_steps_argv(job_id: str) -> list[str]:
-    """One job with its steps (``11``, ``11.batch``, ``11.0``): run it only for a FAILED job,
-    to see whether an ``srun`` step ran out of memory (the job itself then says FAILED 1:0)."""
+    """One job with its steps (``11``, ``11.batch``, ``11.0``): run only for a job that ended
+    FAILED or CANCELLED, to see whether a step ran out of memory (see ``merge``)."""
     return [*TIME_ENV, "sacct", "-n", "-P", "-o", SACCT_FIELDS, "-j", job_id]
 
 
@@ -352,6 +352,12 @@ class JobInfo(NamedTuple):
     node: str | None
 
 
+#: Final states whose steps are worth a look: an ``srun`` step killed for memory leaves the
+#: job FAILED 1:0, and a job cancelled after a step was OOM-killed (runjob stops a job whose
+#: log shows the kill) says CANCELLED while its step says OUT_OF_MEMORY.
+STEPS_CHECKED = ("FAILED", "CANCELLED")
+
+
 def needs_sacct(job_ids: Iterable[str], squeue_rows: dict[str, SqueueRow]) -> list[str]:
     """Ids to ask sacct about: gone from squeue, or finished (squeue has no exit codes)."""
     wanted = []
@@ -377,8 +383,8 @@ def merge(submitted_ids: Iterable[str], squeue_rows: dict[str, SqueueRow],
     * squeue says finished but sacct still says running: sacct lags about 0.5 s, so the
       job is reported RUNNING for one more poll rather than finished without an exit code.
     * Ids in neither are LOST.
-    * A FAILED job whose steps (``sacct_steps_argv``, merged into *sacct_rows*) include an
-      OUT_OF_MEMORY step becomes OUT_OF_MEMORY."""
+    * A FAILED or CANCELLED job whose steps (``sacct_steps_argv``, merged into *sacct_rows*)
+      include an OUT_OF_MEMORY step becomes OUT_OF_MEMORY."""
     result = {}
     for job_id in submitted_ids:
         queued, accounted = squeue_rows.get(job_id), sacct_rows.get(job_id)
@@ -394,8 +400,9 @@ def merge(submitted_ids: Iterable[str], squeue_rows: dict[str, SqueueRow],
         else:
             result[job_id] = JobInfo("LOST", "neither squeue nor sacct knows this job", None, None, None, None, None)
             continue
-        if state == "FAILED" and (steps := oom_steps(sacct_rows, job_id)):
-            state, reason = "OUT_OF_MEMORY", f"step {steps[0]} ran out of memory"
+        if state in STEPS_CHECKED and (steps := oom_steps(sacct_rows, job_id)):
+            then = "; the job was cancelled afterwards" if state == "CANCELLED" else ""
+            state, reason = "OUT_OF_MEMORY", f"step {steps[0]} ran out of memory{then}"
         if state == "PENDING":  # squeue's %S/%e are estimates until the job starts
             start, end, node = None, None, None
         elif state in _ACTIVE:
