@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runjob_core.errors import JobNotFoundError
+from runjob_core.errors import JobNotFoundError, RunjobError
 from runjob_core.redact import redact
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS jobs(
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -84,6 +88,20 @@ CREATE TABLE IF NOT EXISTS artifacts(
     created_at REAL NOT NULL
 );
 """
+
+
+#: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
+#: change, and add the step from the previous version to ``_MIGRATIONS``.
+SCHEMA_VERSION = 1
+#: The oldest layout whose runjob can still use a database of this layout (kept in the
+#: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
+#: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
+#: NOT NULL column, a changed meaning).
+OLDEST_COMPATIBLE = 1
+
+#: version -> statements that bring a database of that version to the next one. Version 0
+#: is a database from before versions were kept; its tables are already those of version 1.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {0: ()}
 
 
 def state_dir(cwd: Path | None = None) -> Path:
@@ -224,7 +242,44 @@ class Store:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._upgrade()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _upgrade(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'oldest_compatible'").fetchone()
+            oldest = int(row[0]) if row else version
+            if oldest > SCHEMA_VERSION:
+                # This runjob would misread or damage what the newer one keeps there.
+                raise RunjobError(f"{self.path} was written by a newer runjob (state schema {version}, usable from "
+                                  f"schema {oldest}; this runjob has {SCHEMA_VERSION}): upgrade runjob "
+                                  "(pip install -U runjob), or set RUNJOB_HOME to another folder")
+            return  # newer, compatible: extra columns are ignored when reading
+        if version == SCHEMA_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")  # one process upgrades; the others wait, then see it done
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            fresh = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchone() is None
+            if version < SCHEMA_VERSION:
+                if not fresh:
+                    for step in range(version, SCHEMA_VERSION):
+                        for statement in _MIGRATIONS[step]:
+                            self._db.execute(statement)
+                # New tables and indexes; statement by statement, as executescript would commit.
+                for statement in filter(None, (part.strip() for part in _SCHEMA.split(";"))):
+                    self._db.execute(statement)
+                self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('oldest_compatible', ?)",
+                                 (str(OLDEST_COMPATIBLE),))
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     @classmethod
     def open_default(cls) -> Store:

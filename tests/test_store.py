@@ -91,3 +91,75 @@ def test_a_database_with_columns_from_a_newer_runjob_still_reads(tmp_path):
         assert [a.n for a in reopened.active_attempts([job])] == [1]
     finally:
         reopened.close()
+
+
+# ----------------------------------------------------------------------------- schema versions
+
+
+def user_version(path) -> int:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_a_new_database_records_its_schema(tmp_path):
+    from runjob_core import store as store_module
+
+    Store(tmp_path / "state.db").close()
+    assert user_version(tmp_path / "state.db") == store_module.SCHEMA_VERSION
+
+
+def test_a_database_from_before_schema_versions_is_upgraded_with_its_rows(tmp_path):
+    path = tmp_path / "state.db"
+    old = Store(path)
+    job = make_job(old)
+    old._db.execute("DROP TABLE meta")
+    old._db.execute("PRAGMA user_version = 0")  # as written before versions were kept
+    old.close()
+    reopened = Store(path)
+    try:
+        assert reopened.get_job(job).name == "exp"
+    finally:
+        reopened.close()
+    assert user_version(path) == 1
+
+
+def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
+    from runjob_core import store as store_module
+
+    path = tmp_path / "state.db"
+    first = Store(path)
+    job = make_job(first)
+    first.close()
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {0: (), 1: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
+    for _ in range(2):  # the second open finds schema 2 and does nothing
+        reopened = Store(path)
+        assert reopened._db.execute("SELECT priority FROM jobs WHERE id = ?", (job,)).fetchone()[0] == 3
+        assert reopened.get_job(job).name == "exp"
+        reopened.close()
+    assert user_version(path) == 2
+
+
+@pytest.mark.parametrize("oldest, usable", [(1, True), (9, False)])
+def test_a_database_of_a_newer_runjob_is_used_only_if_it_says_so(tmp_path, oldest, usable):
+    from runjob_core.errors import RunjobError
+
+    path = tmp_path / "state.db"
+    newer = Store(path)
+    job = make_job(newer)
+    newer._db.execute("PRAGMA user_version = 9")
+    newer._db.execute("UPDATE meta SET value = ? WHERE key = 'oldest_compatible'", (str(oldest),))
+    newer.close()
+    if usable:
+        reopened = Store(path)
+        assert reopened.get_job(job).name == "exp"
+        reopened.close()
+    else:
+        with pytest.raises(RunjobError, match=r"state.db was written by a newer runjob .*upgrade runjob"):
+            Store(path)
+    assert user_version(path) == 9  # never downgraded

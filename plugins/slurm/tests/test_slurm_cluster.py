@@ -5,6 +5,7 @@ The cluster comes from scripts/test-cluster.sh (the README's test command starts
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -148,16 +149,39 @@ def test_twenty_jobs_one_squeue_per_cycle(ctx):
     assert programs_of_one_cycle() == ["squeue"]
 
 
+def sshd_pids_serving(server_port: int, client_port: int) -> list[int]:
+    """Processes holding the server end of the TCP connection 127.0.0.1:client_port ->
+    server_port, found through /proc (no ss/lsof needed)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if int(local.rsplit(":", 1)[1], 16) == server_port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+                inodes.add(f"socket:[{inode}]")
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                pids.append(int(entry.name))
+        except OSError:  # the process ended, or is not ours to look at
+            continue
+    return pids
+
+
 def test_connection_killed_mid_watch_reconnects(ctx, slurm_env):
     row, _ = submit(ctx, spec("survivor", "for i in $(seq 1 10); do echo tick $i; sleep 1; done"))
     ssh = transport(ctx)
     monitor.cycle(ctx, [row.id])
     connects = ssh.connects
-    user = slurm_env["RUNJOB_TEST_SSH_USER"]
-    # The sshd processes serving the test user's sessions; killing them drops our connection.
-    pids = subprocess.run(["pgrep", "-u", user, "-f", f"sshd: {user}"], capture_output=True, text=True).stdout.split()
+    # Kill the sshd processes serving this connection only (other test workers have theirs).
+    our_port = ssh._connect().get_transport().sock.getsockname()[1]
+    pids = sshd_pids_serving(int(slurm_env["RUNJOB_TEST_SSH_PORT"]), our_port)
     assert pids
-    subprocess.run(["kill", *pids], check=True)
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
     final = wait_end(ctx, row.id)
     assert final.state == "COMPLETED" and ssh.connects > connects
 
