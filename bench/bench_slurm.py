@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_ms, show, time_call  # noqa: E402
+from _timing import median_ms, show, time_call, time_interleaved  # noqa: E402
 
 from runjob_core.testing import read_cluster_env, slurm_cluster_config, write_clusters_yaml  # noqa: E402
 
@@ -56,15 +56,13 @@ def main() -> None:
                    *raw[1:]]
         subprocess.run(control, check=True, capture_output=True)  # opens the shared connection
         subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)  # starts runjob's agent
-        rows = [
-            ("ssh -p 2222 host sbatch script (new connection)", []),
-            ("ssh with ControlMaster (connection shared)", []),
-            ("runjob submit --yes (new process: load, render, stage, sbatch)", []),
-        ]
-        for _ in range(args.reps):  # interleaved, so load changes hit all alike
-            rows[0][1].extend(time_call(lambda: subprocess.run(raw, check=True, capture_output=True), 1))
-            rows[1][1].extend(time_call(lambda: subprocess.run(control, check=True, capture_output=True), 1))
-            rows[2][1].extend(time_call(lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True), 1))
+        samples = time_interleaved([
+            lambda: subprocess.run(raw, check=True, capture_output=True),
+            lambda: subprocess.run(control, check=True, capture_output=True),
+            lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True),
+        ], args.reps)
+        rows = list(zip(["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
+                         "runjob submit --yes (new process: load, render, stage, sbatch)"], samples))
         show("1. submit one small job", rows, target="runjob at most 1.5x ssh sbatch")
         shared = median_ms(rows[2][1]) / median_ms(rows[1][1])
         print(f"  runjob vs ssh with ControlMaster: {shared:.2f}x (runjob's start-up: Python and its imports)")

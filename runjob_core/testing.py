@@ -213,6 +213,18 @@ class BackendContract:
 
         return wait_until(done, timeout=timeout, interval=0.5, what=f"job {job_id} to end")
 
+    def _poll_until_terminal(self, context: Any, submission: Submission, timeout: float = 120.0) -> Any:
+        """The backend's own word on a job, polled until it is final (no monitor, so no
+        health check acts on the job meanwhile)."""
+        poll = context.hook("runjob_poll", self.backend)
+        cluster = context.clusters[submission.cluster]
+
+        def ended() -> Any:
+            status = poll(submissions=[submission], cluster=cluster, context=context)[submission.backend_job_id]
+            return status if status.terminal else None
+
+        return wait_until(ended, timeout=timeout, interval=0.3, what=f"{self.backend} job {submission.backend_job_id} to end")
+
     def test_plugin_registers_and_is_a_backend(self) -> None:
         from runjob_core.plugins import backend_names, get_plugin_manager
 
@@ -260,17 +272,10 @@ class BackendContract:
         from runjob_core import lifecycle
 
         row, submission = self._submit(context, self.job_spec("contract-late-stop", "exit 3"))
-        cluster = lifecycle.cluster_for(context, row.spec)
-        poll = context.hook("runjob_poll", self.backend)
-
-        def ended() -> Any:
-            status = poll(submissions=[submission], cluster=cluster, context=context)[submission.backend_job_id]
-            return status if status.terminal else None
-
-        assert wait_until(ended, timeout=60, interval=0.3, what="the job to end").state == "FAILED"
+        assert self._poll_until_terminal(context, submission, timeout=60).state == "FAILED"
         lifecycle.stop(context, row, reason="stopped by a test")
         time.sleep(1)  # let a cancel that would (wrongly) take effect do so
-        after = poll(submissions=[submission], cluster=cluster, context=context)[submission.backend_job_id]
+        after = self._poll_until_terminal(context, submission, timeout=5)
         assert (after.state, after.exit_code) == ("FAILED", 3)
         assert [e.kind for e in context.store.events(row.id, kinds=("stopping",))] == ["stopping"]
 

@@ -108,13 +108,7 @@ HOG = "python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'"
 
 
 def poll_until_ended(ctx, submission, timeout=120):
-    # The backend alone, without the monitor's health checks (which may stop the job first).
-    def ended():
-        status = ctx.hook("runjob_poll", "slurm")(submissions=[submission], cluster=ctx.clusters["under-test"],
-                                                  context=ctx)[submission.backend_job_id]
-        return status if status.terminal else None
-
-    return wait_until(ended, timeout=timeout, interval=0.5, what=f"SLURM job {submission.backend_job_id} to end")
+    return TestSlurmContract()._poll_until_terminal(ctx, submission, timeout=timeout)
 
 
 def test_memory_limit_gives_out_of_memory_reported_not_retried_smaller(ctx):
