@@ -11,14 +11,22 @@ Design (see ``_patterns`` for the speed contract):
 * The log is split into *records* at ``\\n`` and ``\\r`` (tqdm redraws); line
   numbers count ``\\n`` only and are 1-based (plus ``start_line``).
 * Large chunks are not split into lines.  A prefilter finds the literal
-  anchors of all checks with ``bytes.find`` (or a ``memchr`` loop over the
-  anchor's rarest byte, chosen from a byte-frequency sample) and only the
-  records around those positions are inspected.  While a traceback or a
+  anchors of all checks and only the records around those positions are
+  inspected.  Two engines (:mod:`runjob_health._engine`): Hyperscan (one pass
+  for all anchors, used when installed) or ``bytes.find`` passes (or a
+  ``memchr`` loop over the anchor's rarest byte, chosen from a byte-frequency
+  sample); the findings are the same.  While a traceback or a
   ``Killed`` line is pending, records are inspected one by one until the
   decision is made.  ``_ReferenceScanner`` inspects every record; the tests
   check that both give identical hits.
 * One physical event gives one hit per label: a label that matched within the
   previous ``BURST_LINES`` lines is not reported again.
+* Truncation: completion rows (``finish_reason``, or output token counts when
+  ``max_tokens`` is known) are a finding when at least ``TRUNCATION_SHARE`` of
+  ``TRUNCATION_MIN_ROWS`` or more are cut off, or when *all* of fewer rows
+  are (a canary, a pasted excerpt); trainer metric rows likewise
+  (``clipped_ratio`` 1 / ``mean_terminated_length`` 0 = every completion
+  clipped).  An eval harness saying it cut the context is a finding at once.
 * A Python traceback stays pending until ``LOOKAHEAD_LINES`` further lines
   arrive, a line says the process is exiting, or ``finish()``.  If at least
   ``PROGRESS_MIN`` of those lines look like normal progress and none says the
@@ -35,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from . import _engine
 from . import _patterns as P
 
 __all__ = ["Hit", "LogScanner", "scan_file", "findings_for_state"]
@@ -68,6 +77,9 @@ _KILLED_RX = re.compile(P.KILLED)
 _EXIT137_RX = re.compile(P.EXIT137)
 _FINISH_RX = re.compile(P.FINISH_REASON)
 _TOKENS_RX = re.compile(P.TOKEN_COUNT)
+_CLIPPED_RX = re.compile(P.CLIPPED_RATIO)
+_TERMINATED_RX = re.compile(P.TERMINATED_LENGTH)
+_CONTEXT_TRUNC_RX = re.compile(P.CONTEXT_TRUNCATION)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _PLAN_CACHE: dict = {}   # anchors -> (plan, bytes scanned with it)
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -91,8 +103,10 @@ def _decode(rec: bytes, focus: int = 0) -> str:
     return s
 
 
-def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "") -> Hit:
-    severity, action, title, advice = P.LABELS[label]
+def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "",
+              advice: str | None = None) -> Hit:
+    severity, action, title, label_advice = P.LABELS[label]
+    advice = advice or label_advice
     if caught:
         severity, action = "warning", "continue"
     msg = f"{title}"
@@ -125,8 +139,10 @@ class _Event:
 class LogScanner:
     """Incremental scanner; feed it arbitrary byte chunks, then call finish()."""
 
-    def __init__(self, *, max_tokens: int | None = None, start_line: int = 0):
+    def __init__(self, *, max_tokens: int | None = None, start_line: int = 0, engine: str | None = None):
         self.max_tokens = max_tokens
+        self.engine = _engine.resolve(engine)
+        self._given: list[int] | None = None   # candidates a caller computed for this chunk
         self._start_line = start_line
         self._line = start_line          # '\n' seen before the current partial record
         self._partial = b""
@@ -137,6 +153,7 @@ class LogScanner:
         self._killed: tuple[int, bytes] | None = None
         self._fr = [0, 0]                # finish_reason rows: total, truncated
         self._tok = [0, 0]               # token-count rows: total, at max_tokens
+        self._clip = [0, 0]              # trainer metric rows: total, every completion clipped
         self._trunc_last: tuple[int, str] | None = None
         self._trunc_done = False
         self._out: list[Hit] = []
@@ -153,12 +170,22 @@ class LogScanner:
         """Complete lines seen so far (including ``start_line``)."""
         return self._line
 
-    def feed(self, data: bytes) -> list[Hit]:
+    def feed(self, data: bytes | bytearray, *, candidates: list[int] | None = None) -> list[Hit]:
+        """Scan the next chunk.  *candidates*: this engine's prefilter positions for the whole
+        chunk, when the caller computed them ahead (see ``_engine.pipelined_chunks``)."""
         if self._finished:
             raise RuntimeError("feed() after finish()")
         if not data:
             return []
-        data = bytes(data)
+        if not isinstance(data, (bytes, bytearray)):
+            data = bytes(data)
+        self._given = candidates
+        try:
+            return self._feed(data)
+        finally:
+            self._given = None
+
+    def _feed(self, data: bytes | bytearray) -> list[Hit]:
         last = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if last < 0:
             self._partial += data
@@ -299,6 +326,13 @@ class LogScanner:
         return fast, rare
 
     def _candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
+        if self._given is not None:
+            return _engine.within(self._given, lo, hi)
+        if self.engine == "hyperscan":
+            return _engine.hyperscan_candidates(buf, lo, hi, self._anchors)
+        return self._python_candidates(buf, lo, hi)
+
+    def _python_candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
         size = hi - lo
         if self._plan is None and self._anchors in _PLAN_CACHE:
             # reuse the plan of an earlier scanner in this process (speed only)
@@ -369,6 +403,8 @@ class LogScanner:
 
     # ------------------------------------------------------------- records
     def _record(self, rec: bytes, line: int) -> None:
+        if type(rec) is not bytes:
+            rec = bytes(rec)        # a slice of a reused bytearray chunk
         if not rec.strip():
             return
         if self._killed is not None and line > self._killed[0] + KILLED_WINDOW:
@@ -389,11 +425,15 @@ class LogScanner:
             matched.append((label, m.start()))
         for label, at in matched:
             self._on_label(label, line, _decode(rec, at))
+        if b"runcat" in rec:
+            m = _CONTEXT_TRUNC_RX.search(rec)
+            if m is not None:
+                self._context_truncated(line, _decode(rec, m.start()))
         self._traceback_step(rec, line, bool(matched))
         self._killed_step(rec, line, any(lb == "host_oom" for lb, _ in matched))
         self._truncation_step(rec, line)
 
-    def _on_label(self, label: str, line: int, text: str) -> None:
+    def _on_label(self, label: str, line: int, text: str, **how) -> None:
         last = self._last_match.get(label)
         self._last_match[label] = max(line, last or 0)
         self._last_specific = line if self._last_specific is None else max(self._last_specific, line)
@@ -403,13 +443,13 @@ class LogScanner:
             ev.explained = True
             if ev.phase == "body":
                 if not dup:
-                    ev.held.append((label, line, text))
+                    ev.held.append((label, line, text, how))
                 return
             # after the exception line: an independent event; a fatal one decides the traceback
             if P.LABELS[label][0] == "error":
                 self._decide(force_fatal=True)
         if not dup:
-            self._out.append(_make_hit(label, line, text))
+            self._out.append(_make_hit(label, line, text, **how))
 
     # ------------------------------------------------------------- traceback
     def _strip_prefix(self, rec: bytes, prefix: bytes) -> bytes:
@@ -483,8 +523,8 @@ class LogScanner:
             return
         self._event = None
         caught = (not force_fatal) and (not ev.exit_seen) and ev.n_progress >= PROGRESS_MIN
-        for label, line, text in ev.held:
-            self._out.append(_make_hit(label, line, text, caught=caught))
+        for label, line, text, how in ev.held:
+            self._out.append(_make_hit(label, line, text, caught=caught, **how))
         if ev.held or ev.explained:
             return
         line = ev.exc_line or ev.start_line
@@ -520,6 +560,14 @@ class LogScanner:
             self._on_label("host_oom", kline, _decode(krec))
 
     # ------------------------------------------------------------- truncation
+    def _context_truncated(self, line: int, text: str) -> None:
+        # A warning, not an explanation of a later crash: it does not touch the traceback state.
+        last = self._last_match.get("truncation:context")
+        self._last_match["truncation:context"] = line
+        if last is None or line - last > BURST_LINES:
+            self._out.append(_make_hit("truncation", line, text, detail="an eval harness cut the prompt to fit",
+                                       advice=P.TRUNCATION_ADVICE["context"]))
+
     def _truncation_step(self, rec: bytes, line: int) -> None:
         if self._trunc_done:
             return
@@ -541,23 +589,41 @@ class LogScanner:
                 if int(m.group(1)) >= self.max_tokens:
                     self._tok[1] += 1
                     self._trunc_last = (line, _decode(rec))
+        if b"clipped_ratio" in rec or b"terminated_length" in rec:
+            ratios = [float(m.group(1)) for m in _CLIPPED_RX.finditer(rec)]
+            lengths = [float(m.group(1)) for m in _TERMINATED_RX.finditer(rec)]
+            if ratios or lengths:
+                counted = True
+                self._clip[0] += 1
+                if any(r >= 1.0 for r in ratios) or any(n == 0.0 for n in lengths):
+                    self._clip[1] += 1
+                    self._trunc_last = (line, _decode(rec))
         if counted:
             self._truncation_check(final=False, line=line, rec=rec)
 
     def _truncation_check(self, final: bool, line: int = 0, rec: bytes = b"") -> None:
         if self._trunc_done:
             return
-        for (n, k), what in ((self._fr, "finish_reason=length"), (self._tok, f"output tokens >= max_tokens={self.max_tokens}")):
-            if n < TRUNCATION_MIN_ROWS or k / n < TRUNCATION_SHARE:
-                continue
-            if not final and k < TRUNCATION_EARLY_MIN:
-                continue
+        kinds = (
+            (self._fr, "completions", "with finish_reason=length", "rows"),
+            (self._tok, "completions", f"with output tokens >= max_tokens={self.max_tokens}", "rows"),
+            (self._clip, "logged trainer steps", "with every completion clipped (clipped_ratio=1 / "
+                                                 "mean_terminated_length=0)", "trainer"),
+        )
+        for (n, k), rows, what, advice in kinds:
+            if n >= TRUNCATION_MIN_ROWS:
+                if k / n < TRUNCATION_SHARE or (not final and k < TRUNCATION_EARLY_MIN):
+                    continue
+            elif not (final and n and k == n):
+                continue        # a handful of rows: only when all of them are cut off, decided at the end
             if final:
                 line, text = self._trunc_last or (self._line, "")
             else:
                 text = _decode(rec)
-            share = f"{k} of {n} completions ({100.0 * k / n:.1f}%) with {what}"
-            self._out.append(_make_hit("truncation", line, text, detail=share + ("" if final else " so far")))
+            detail = (f"{k} of {n} {rows} ({100.0 * k / n:.1f}%) {what}" if n >= TRUNCATION_MIN_ROWS
+                      else f"all {n} {rows} seen {what}")
+            self._out.append(_make_hit("truncation", line, text, detail=detail + ("" if final else " so far"),
+                                       advice=P.TRUNCATION_ADVICE[advice]))
             self._trunc_done = True
             return
 
@@ -569,16 +635,22 @@ class _ReferenceScanner(LogScanner):
         self._sequential(buf, lo, hi, until_idle=False)
 
 
-def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20) -> list[Hit]:
+def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20,
+              engine: str | None = None) -> list[Hit]:
     """Scan a whole file (in chunks) and return all hits."""
-    scanner = LogScanner(max_tokens=max_tokens)
+    scanner = LogScanner(max_tokens=max_tokens, engine=engine)
     hits: list[Hit] = []
     with open(path, "rb") as f:
-        while True:
-            chunk = f.read(chunk_size)
-            if not chunk:
-                break
-            hits.extend(scanner.feed(chunk))
+        if scanner.engine == "hyperscan":
+            # the next chunk is read and prefiltered in a thread while this one is handled
+            for chunk, cands in _engine.pipelined_chunks(f, chunk_size, scanner._anchors):
+                hits.extend(scanner.feed(chunk, candidates=cands))
+        else:
+            while True:
+                chunk = f.read(chunk_size)
+                if not chunk:
+                    break
+                hits.extend(scanner.feed(chunk))
     hits.extend(scanner.finish())
     return hits
 
