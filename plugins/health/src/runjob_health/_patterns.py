@@ -296,7 +296,7 @@ ANCHORS: tuple[bytes, ...] = (
     # time_limit / preempted / node_fail
     b"DUE TO", b"PBS: job killed", b"TERM_",
     b"nterruption", b"going to be interrupted", b"reempted",
-    b"is imminent", b"instance/preempted", b"ermination notice", b"reemption notice", b"nterruption notice",
+    b"imminent", b"instance/preempted", b"ermination notice", b"reemption notice", b"nterruption notice",
     b"instance-action", b"termination-time", b'terminate"', b'terminate\\"', b'stop"', b'stop\\"',
     b'hibernate"', b'hibernate\\"', b'"Preempt"', b"low on resource", b"had condition", b"Evicted",
     b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus", b"GPU is lost",
@@ -330,7 +330,7 @@ LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
     "nan_loss": (b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Current loss scale"),
     "time_limit": (b"DUE TO", b"PBS: job killed", b"TERM_"),
     "preempted": (b"DUE TO", b"TERM_", b"nterruption", b"going to be interrupted", b"reempted",
-                  b"is imminent", b"instance/preempted", b"ermination notice", b"reemption notice",
+                  b"imminent", b"instance/preempted", b"ermination notice", b"reemption notice",
                   b"nterruption notice", b"instance-action", b"termination-time", b'terminate"', b'terminate\\"',
                   b'stop"', b'stop\\"', b'hibernate"', b'hibernate\\"', b'"Preempt"', b"low on resource",
                   b"had condition", b"Evicted"),
