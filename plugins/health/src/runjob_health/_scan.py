@@ -38,6 +38,7 @@ Design (see ``_patterns`` for the speed contract):
 
 from __future__ import annotations
 
+import mmap
 import re
 import time
 from dataclasses import dataclass, field
@@ -142,7 +143,10 @@ class LogScanner:
     def __init__(self, *, max_tokens: int | None = None, start_line: int = 0, engine: str | None = None):
         self.max_tokens = max_tokens
         self.engine = _engine.resolve(engine)
-        self._given: list[int] | None = None   # candidates a caller computed for this chunk
+        # scan_file over a mapped file: the newlines after the last candidate record are only
+        # counted if a line number is asked for (a healthy log needs none)
+        self._lazy_lines = False
+        self._gap = None                 # (buf, lo, hi): newlines not yet added to _line
         self._start_line = start_line
         self._line = start_line          # '\n' seen before the current partial record
         self._partial = b""
@@ -168,24 +172,24 @@ class LogScanner:
     @property
     def lines_seen(self) -> int:
         """Complete lines seen so far (including ``start_line``)."""
+        self._count_gap()
         return self._line
 
-    def feed(self, data: bytes | bytearray, *, candidates: list[int] | None = None) -> list[Hit]:
-        """Scan the next chunk.  *candidates*: this engine's prefilter positions for the whole
-        chunk, when the caller computed them ahead (see ``_engine.pipelined_chunks``)."""
+    def _count_gap(self) -> None:
+        if self._gap is not None:
+            buf, lo, hi = self._gap
+            self._gap = None
+            self._line += _newlines(buf, lo, hi)
+
+    def feed(self, data: bytes | bytearray | mmap.mmap) -> list[Hit]:
+        """Scan the next chunk (any size; a partial last line is kept for the next call)."""
         if self._finished:
             raise RuntimeError("feed() after finish()")
         if not data:
             return []
-        if not isinstance(data, (bytes, bytearray)):
+        if not isinstance(data, (bytes, bytearray, mmap.mmap)):
             data = bytes(data)
-        self._given = candidates
-        try:
-            return self._feed(data)
-        finally:
-            self._given = None
-
-    def _feed(self, data: bytes | bytearray) -> list[Hit]:
+        self._count_gap()
         last = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if last < 0:
             self._partial += data
@@ -207,6 +211,7 @@ class LogScanner:
         if self._finished:
             return []
         if self._partial:
+            self._count_gap()
             self._record(self._partial, self._line + 1)
             self._partial = b""
             self._line += 1
@@ -274,7 +279,10 @@ class LogScanner:
             while ci < nc and cands[ci] < pos:
                 ci += 1
             if ci >= nc:
-                self._line += buf.count(b"\n", pos, hi)
+                if self._lazy_lines:
+                    self._gap = (buf, pos, hi)
+                else:
+                    self._line += _newlines(buf, pos, hi)
                 return
             c = cands[ci]
             rs = max(rfind(b"\n", pos, c), rfind(b"\r", pos, c)) + 1
@@ -286,7 +294,7 @@ class LogScanner:
             r = find(b"\r", c, n)
             end = r if r >= 0 else n
             if rs > pos:
-                self._line += buf.count(b"\n", pos, rs)
+                self._line += _newlines(buf, pos, rs)
             self._record(buf[rs:end], self._line + 1)
             if buf[end] == 10:
                 self._line += 1
@@ -326,8 +334,6 @@ class LogScanner:
         return fast, rare
 
     def _candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
-        if self._given is not None:
-            return _engine.within(self._given, lo, hi)
         if self.engine == "hyperscan":
             return _engine.hyperscan_candidates(buf, lo, hi, self._anchors)
         return self._python_candidates(buf, lo, hi)
@@ -617,6 +623,7 @@ class LogScanner:
             elif not (final and n and k == n):
                 continue        # a handful of rows: only when all of them are cut off, decided at the end
             if final:
+                self._count_gap()
                 line, text = self._trunc_last or (self._line, "")
             else:
                 text = _decode(rec)
@@ -626,6 +633,15 @@ class LogScanner:
                                        advice=P.TRUNCATION_ADVICE[advice]))
             self._trunc_done = True
             return
+
+
+def _newlines(buf, lo: int, hi: int) -> int:
+    if type(buf) is not mmap.mmap:
+        return buf.count(b"\n", lo, hi)
+    n = 0
+    for at in range(lo, hi, 16 << 20):          # an mmap has no count(): copy slice by slice
+        n += buf[at:min(hi, at + (16 << 20))].count(b"\n")
+    return n
 
 
 class _ReferenceScanner(LogScanner):
@@ -639,20 +655,32 @@ def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20,
               engine: str | None = None) -> list[Hit]:
     """Scan a whole file (in chunks) and return all hits."""
     scanner = LogScanner(max_tokens=max_tokens, engine=engine)
-    hits: list[Hit] = []
     with open(path, "rb") as f:
-        if scanner.engine == "hyperscan":
-            # the next chunk is read and prefiltered in a thread while this one is handled
-            for chunk, cands in _engine.pipelined_chunks(f, chunk_size, scanner._anchors):
-                hits.extend(scanner.feed(chunk, candidates=cands))
-        else:
-            while True:
-                chunk = f.read(chunk_size)
-                if not chunk:
-                    break
-                hits.extend(scanner.feed(chunk))
+        mapped = _map(f) if scanner.engine == "hyperscan" else None
+        if mapped is not None:
+            # one Hyperscan pass over the page cache, no copies; line numbers counted on demand
+            with mapped:
+                scanner._lazy_lines = True
+                hits = scanner.feed(mapped)
+                hits += scanner.finish()
+                scanner._gap = None
+            return hits
+        hits = []
+        while True:
+            chunk = f.read(chunk_size)
+            if not chunk:
+                break
+            hits.extend(scanner.feed(chunk))
     hits.extend(scanner.finish())
     return hits
+
+
+def _map(f):
+    """The file memory-mapped read-only, or None where that is not possible (empty, a pipe)."""
+    try:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError):
+        return None
 
 
 _STATE_LABELS = {
