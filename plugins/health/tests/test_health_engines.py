@@ -82,6 +82,11 @@ def test_line_numbers_are_counted_on_demand_only(tmp_path):
         assert s._gap is not None                       # the 7000 lines after it: not counted yet
         assert s.lines_seen == 12001 and s._gap is None
     assert [(h.label, h.line) for h in _scan.scan_file(p)] == [("nan_loss", 5001)]
+    # a last line without a newline: counted only when it matters
+    for tail, want in ((b"\r 99%|#########9| 99/100", []), (b"{'loss': inf}", [("nan_loss", 12002)])):
+        p.write_bytes(data + tail)
+        got = [(h.label, h.line) for h in _scan.scan_file(p) if h.line > 5001]
+        assert got == want == [(h.label, h.line) for h in _scan.scan_file(p, engine="python") if h.line > 5001]
 
 
 def test_engine_selection(monkeypatch):

@@ -211,8 +211,13 @@ class LogScanner:
         if self._finished:
             return []
         if self._partial:
-            self._count_gap()
-            self._record(self._partial, self._line + 1)
+            rec = self._partial
+            # with newlines still uncounted, an idle scanner skips a last line without anchors
+            # (it would be a no-op) rather than count the whole file for its line number
+            if (self._gap is None or self._event is not None or self._killed is not None
+                    or self._candidates(rec + b"\n", 0, len(rec) + 1)):
+                self._count_gap()
+                self._record(rec, self._line + 1)
             self._partial = b""
             self._line += 1
         if self._event is not None:
