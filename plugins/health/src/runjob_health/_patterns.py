@@ -412,5 +412,14 @@ TOKEN_COUNT = (
 )
 
 
+class LazyLabelPatterns(dict):
+    """label -> compiled pattern, compiled on first use: a healthy log never needs most of
+    them, and compiling all of them costs more start-up than scanning 100 MiB."""
+
+    def __missing__(self, label: str) -> "re.Pattern[bytes]":
+        rx = self[label] = re.compile(b"|".join(b"(?:" + p + b")" for p in LABEL_PATTERNS[label]))
+        return rx
+
+
 def compile_label_patterns() -> dict[str, "re.Pattern[bytes]"]:
-    return {label: re.compile(b"|".join(b"(?:" + p + b")" for p in pats)) for label, pats in LABEL_PATTERNS.items()}
+    return LazyLabelPatterns()
