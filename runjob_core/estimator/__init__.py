@@ -14,7 +14,7 @@ from __future__ import annotations
 from runjob_core.estimator.arch import Arch, arch_from_config, count_params, kv_bytes_per_token
 from runjob_core.estimator.gpus import GPUS, GPUSpec, lookup_gpu
 from runjob_core.estimator.memory import DTYPES, KINDS, MemoryEstimate, estimate
-from runjob_core.estimator.models import MODELS, ModelSpec, find_model
+from runjob_core.estimator.catalog import MODELS, ModelSpec, find_model
 from runjob_core.estimator.resolve import ResolvedModel, resolve_model
 from runjob_core.estimator.walltime import estimate_walltime
 

@@ -2,12 +2,19 @@
 
 All sizes are bytes internally and GiB (2**30 bytes) in :class:`MemoryEstimate`.
 
-Inference (vLLM) follows vLLM's own memory profile (``Worker.determine_available_memory``):
+Inference has three engines (``engine``): ``vllm`` (below), ``hf`` (transformers ``generate``)
+and ``sglang`` (its ``mem_fraction_static`` pool), the last two in
+:mod:`runjob_core.estimator.engines`.
+
+vLLM follows its own memory profile: vllm/worker/worker.py
+``Worker.determine_num_available_blocks`` (V0, v0.6.4-v0.8; rewritten in PR #10511 "overhaul
+memory profiling") and vllm/v1/worker/gpu_worker.py ``determine_available_memory`` (V1):
 ``budget = total_gpu_memory * gpu_memory_utilization``; from it vLLM subtracts the weights,
 the peak activation memory of a profile forward pass over ``max_num_batched_tokens`` tokens
 and the non-torch memory (NCCL, cuBLAS workspaces); what is left becomes KV cache. The CUDA
 context and the CUDA graphs captured afterwards live outside the budget, in the
-``1 - gpu_memory_utilization`` slack.
+``1 - gpu_memory_utilization`` slack (vLLM >= 0.21 also profiles CUDA graph memory and takes it
+from the budget; the estimate keeps the older accounting). ``enforce_eager`` drops the graphs.
 
 Training: model states (weights, gradients, AdamW states; sharded by ZeRO stage / FSDP over
 ``num_gpus`` as in Rajbhandari et al. 2019, "ZeRO: Memory Optimizations Toward Training
@@ -24,7 +31,7 @@ import attrs
 
 from runjob_core.errors import RunjobError
 from runjob_core.estimator.arch import (
-    LORA_ALL_LINEAR,
+    default_lora_targets,
     Arch,
     activation_bytes_per_token_layer,
     arch_from_config,
@@ -33,10 +40,11 @@ from runjob_core.estimator.arch import (
     lora_modules,
 )
 from runjob_core.estimator.gpus import GIB, GPUS, GPUSpec, lookup_gpu
-from runjob_core.estimator.models import MODELS, find_model
+from runjob_core.estimator.catalog import MODELS, find_model
 from runjob_core.estimator.resolve import ResolvedModel, resolve_model
 
 KINDS = ("inference", "full_ft", "lora", "qlora")
+ENGINES = ("vllm", "hf", "sglang")
 DTYPES = ("bf16", "fp16", "fp32", "fp8", "int4")
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int4": 0.5}
 
@@ -61,20 +69,45 @@ INT4_GROUP_BYTES_PER_PARAM = 4.0 / 128
 NF4_DQ_BYTES_PER_PARAM = 1.0 / 64 + 4.0 / (64 * 256)
 #: allocator fragmentation / caching slack on top of the torch peak during training.
 ALLOCATOR_SLACK = 0.05
-#: Optimizers: (state bytes per trainable parameter, step-temporary bytes per parameter).
-#: ``adamw`` is torch.optim.AdamW with its default foreach implementation, whose step
-#: allocates one fp32 temporary list as large as the parameters (``_foreach_sqrt`` of the
-#: second moments); the fused and bitsandbytes optimizers update in place. Paged optimizers
-#: keep their states in CUDA unified memory, which the driver can evict to host RAM under
-#: pressure; they are counted on the GPU here (conservative) and flagged in the notes.
+#: Optimizers: (state bytes per trainable parameter with fp32 states, step-temporary bytes per
+#: parameter, states paged). ``adamw`` is torch.optim.AdamW (two moments, Loshchilov & Hutter
+#: 2019) with its default foreach implementation, whose step allocates one temporary list as
+#: large as the parameters (``_foreach_sqrt`` of the second moments); the fused and
+#: bitsandbytes optimizers update in place. ``adamw8bit``: bitsandbytes 8-bit blockwise states
+#: (Dettmers et al. 2022, arXiv:2110.02861), 2 bytes per parameter. ``paged_*``: the same
+#: states in CUDA unified memory (``cudaMallocManaged``, bitsandbytes ``GlobalPageManager``),
+#: outside PyTorch's caching allocator and evictable to host RAM, so they are reported as
+#: ``paged_gib`` and not counted against the card. ``adafactor`` (Shazeer & Stern 2018,
+#: arXiv:1804.04235) keeps factored row/column second-moment statistics, O(m+n) per m x n
+#: matrix and no first moment with the transformers defaults (beta1=None): ~0.03 byte per
+#: parameter for 4k-wide layers. ``sgd``: torch.optim.SGD without momentum keeps nothing.
 OPTIMIZERS = {
-    "adamw": (8.0, 4.0),
-    "adamw_fused": (8.0, 0.0),
-    "adamw_8bit": (2.0, 0.0),
-    "paged_adamw": (8.0, 0.0),
-    "paged_adamw_8bit": (2.0, 0.0),
+    "adamw": (8.0, 4.0, False),
+    "adamw_fused": (8.0, 0.0, False),
+    "adamw8bit": (2.0, 0.0, False),
+    "paged_adamw": (8.0, 0.0, True),
+    "paged_adamw8bit": (2.0, 0.0, True),
+    "adafactor": (0.03, 0.0, False),
+    "sgd": (0.0, 0.0, False),
 }
+#: Older spellings (transformers' ``optim`` names) kept working.
+OPTIMIZER_ALIASES = {"adamw_8bit": "adamw8bit", "paged_adamw_8bit": "paged_adamw8bit", "adamw_torch": "adamw",
+                     "adamw_torch_fused": "adamw_fused", "adamw_bnb_8bit": "adamw8bit", "paged_adamw_32bit": "paged_adamw"}
 LORA_DTYPES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+
+
+def kv_dtype_bytes(kv_cache_dtype: str | None, dtype: str) -> float:
+    """Bytes of one KV element: ``auto`` follows the model dtype (fp32 models keep fp32 KV)."""
+    kv_dtype = (kv_cache_dtype or "auto").lower()
+    if kv_dtype == "auto":
+        return 4.0 if dtype == "fp32" else 2.0
+    if kv_dtype.startswith("fp8"):
+        return 1.0
+    if kv_dtype in ("bf16", "fp16", "bfloat16", "float16"):
+        return 2.0
+    if kv_dtype in ("fp32", "float32"):
+        return 4.0
+    raise RunjobError(f"unknown kv_cache_dtype {kv_dtype!r}; use auto, fp8, bf16, fp16 or fp32")
 
 
 def default_batched_tokens(gpu: GPUSpec) -> int:
@@ -113,6 +146,15 @@ class MemoryEstimate:
     total_gib: float
     fits: bool
     headroom_gib: float
+    #: Components the engine/optimizer options introduced (kept after the original fields).
+    engine: str = "vllm"
+    #: What ``torch.cuda.max_memory_reserved`` would show: the torch peak plus the caching
+    #: allocator's slack (training) or the torch peak itself (inference).
+    reserved_gib: float = 0.0
+    #: Host (CPU) memory of states offloaded with ``cpu_offload`` (ZeRO-Offload / FSDP).
+    offloaded_gib: float = 0.0
+    #: Paged optimizer states in CUDA unified memory (not counted against the card).
+    paged_gib: float = 0.0
     suggestions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     breakdown: dict[str, float] = attrs.field(factory=dict, eq=False)
@@ -157,7 +199,7 @@ def nf4_weight_bytes(counts: dict[str, int]) -> float:
     return linear * (0.5 + NF4_DQ_BYTES_PER_PARAM) + (total - linear) * 2.0
 
 
-def _vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_seqs: int) -> float:
+def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_seqs: int) -> float:
     """Peak of vLLM's profile forward over ``tokens`` tokens (per GPU).
 
     The largest live set in one decoder layer: the gate/up output (2*I/tp) and the
@@ -224,6 +266,10 @@ def estimate(
     lora_dtype: str = "fp32",
     optimizer: str = "adamw",
     flash_attention: bool = True,
+    engine: str = "vllm",
+    mem_fraction_static: float | None = None,
+    cpu_offload: bool = False,
+    master_weights: bool = True,
     suggest: bool = True,
 ) -> MemoryEstimate:
     """Estimate the per-GPU peak memory of running ``model`` as ``kind`` on ``gpu``.
@@ -242,7 +288,10 @@ def estimate(
     linear projections), ``lora_dropout``, ``lora_dtype`` (fp32 as PEFT autocasts adapters,
     or bf16 as the QLoRA repository); ``optimizer`` (adamw, adamw_fused, adamw_8bit,
     paged_adamw, paged_adamw_8bit); ``flash_attention`` (False adds the s*s attention
-    matrices of eager attention).
+    matrices of eager attention); ``engine`` for inference (vllm, hf, sglang) and SGLang's
+    ``mem_fraction_static``; ``cpu_offload`` (ZeRO-Offload / FSDP CPU offload: optimizer
+    states and fp32 master weights on the host, with ``zero_stage`` 3 the weights too);
+    ``master_weights`` False for pure-bf16 training (no fp32 copy; optimizer states in bf16).
     """
     ctx = _context(model)
     g = lookup_gpu(gpu)
@@ -270,6 +319,10 @@ def estimate(
         lora_dtype=lora_dtype,
         optimizer=optimizer,
         flash_attention=flash_attention,
+        engine=engine,
+        mem_fraction_static=mem_fraction_static,
+        cpu_offload=cpu_offload,
+        master_weights=master_weights,
         suggest=suggest,
     )
 
@@ -302,7 +355,13 @@ def _estimate(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     gmu = kw["gpu_memory_utilization"]
     if not (0 < gmu <= 1):
         raise RunjobError(f"gpu_memory_utilization must be in (0, 1], got {gmu!r}")
-    if kind == "inference":
+    engine = (kw["engine"] or "vllm").strip().lower()
+    if engine not in ENGINES:
+        raise RunjobError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    kw["engine"] = engine
+    if kind == "inference" and engine != "vllm":
+        est = _other_engine(ctx, g, **kw)
+    elif kind == "inference":
         est = _inference(ctx, g, **kw)
     else:
         est = _training(ctx, kind, g, **kw)
@@ -332,24 +391,14 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     notes: list[str] = []
     max_len = kw["max_model_len"] or a.max_position or 4096
     concurrency = kw["concurrency"]
-    kv_dtype = (kw["kv_cache_dtype"] or "auto").lower()
-    if kv_dtype == "auto":
-        kvb = 4.0 if dtype == "fp32" else 2.0
-    elif kv_dtype.startswith("fp8"):
-        kvb = 1.0
-    elif kv_dtype in ("bf16", "fp16", "bfloat16", "float16"):
-        kvb = 2.0
-    elif kv_dtype in ("fp32", "float32"):
-        kvb = 4.0
-    else:
-        raise RunjobError(f"unknown kv_cache_dtype {kv_dtype!r}; use auto, fp8, bf16, fp16 or fp32")
+    kvb = kv_dtype_bytes(kw["kv_cache_dtype"], dtype)
     act_b = 4.0 if dtype == "fp32" else 2.0
     w_total = weight_bytes(counts, dtype)
     w = w_total / tp
     kv_tok_model = kv_bytes_per_token(a, kvb, 1)
     kv_tok = kv_bytes_per_token(a, kvb, tp)
     mnbt = kw["max_num_batched_tokens"] or default_batched_tokens(g)
-    act = _vllm_activation_bytes(a, mnbt, act_b, tp, kw["max_num_seqs"])
+    act = vllm_activation_bytes(a, mnbt, act_b, tp, kw["max_num_seqs"])
     non_torch = (NON_TORCH_GIB_TP1 if tp == 1 else NON_TORCH_GIB_TP) * GIB
     graphs = 0.0 if kw["enforce_eager"] else CUDA_GRAPHS_GIB * GIB
     context = CUDA_CONTEXT_GIB * GIB
@@ -413,6 +462,8 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         total_gib=_gib(total),
         fits=fits,
         headroom_gib=_gib(headroom),
+        engine="vllm",
+        reserved_gib=_gib(non_kv - non_torch + kv_avail) if kv_avail > 0 else _gib(non_kv - non_torch),
         notes=tuple(notes),
         breakdown={
             "vllm_budget_gib": _gib(budget),
@@ -423,6 +474,57 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "cuda_context_gib": _gib(context),
             "max_num_batched_tokens": mnbt,
         },
+        settings=_settings(kw, tp=tp, num_gpus=num_gpus, max_model_len=max_len),
+    )
+
+
+def _other_engine(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
+    """hf / sglang inference (formulas in :mod:`runjob_core.estimator.engines`)."""
+    import sys
+
+    from runjob_core.estimator import engines
+
+    helpers = sys.modules[__name__]
+    fn = engines.hf_inference if kw["engine"] == "hf" else engines.sglang_inference
+    r = fn(ctx, g, kw, helpers)
+    a, counts = ctx.arch, ctx.counts
+    tp = r["tp"]
+    num_gpus = max(kw["num_gpus"], tp)
+    notes = list(r["notes"])
+    if a.is_moe:
+        notes.append("MoE: all experts resident")
+    max_len = r["max_len"]
+    return MemoryEstimate(
+        model=ctx.resolved.name,
+        model_source=ctx.resolved.source,
+        kind="inference",
+        gpu=g.name,
+        gpu_vram_gib=g.total_gib,
+        num_gpus=num_gpus,
+        tp=tp,
+        dtype=kw["dtype"],
+        params_total=counts["total"],
+        params_active=counts["active"],
+        params_trainable=0,
+        weights_gib=_gib(r["weights"]),
+        kv_bytes_per_token=kv_bytes_per_token(a, kv_dtype_bytes(kw["kv_cache_dtype"], kw["dtype"]), 1),
+        kv_cache_gib=_gib(r["kv"]),
+        kv_capacity_tokens=r["capacity"],
+        max_model_len=max_len,
+        max_concurrency=round(r["capacity"] / max_len, 2) if max_len else 0.0,
+        optimizer_gib=0.0,
+        gradients_gib=0.0,
+        activations_gib=_gib(r["act"]),
+        model_states_gib=_gib(r["weights"]),
+        overhead_gib=_gib(r["overhead"]),
+        torch_peak_gib=_gib(r["torch_peak"]),
+        total_gib=_gib(r["total"]),
+        fits=bool(r["fits"]),
+        headroom_gib=_gib(r["headroom"]),
+        engine=kw["engine"],
+        reserved_gib=_gib(r["torch_peak"]),
+        notes=tuple(notes),
+        breakdown=dict(r["breakdown"], kv_capacity_tokens=r["capacity"]),
         settings=_settings(kw, tp=tp, num_gpus=num_gpus, max_model_len=max_len),
     )
 
@@ -454,12 +556,21 @@ def _training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         raise RunjobError(f"{kind} supports dtype bf16, fp16 or fp32, not {dtype}{hint}")
     if kw["tp"] not in (None, 1):
         notes.append("tensor parallelism is not modelled for training; sharding is by zero_stage")
-    optim = (kw["optimizer"] or "adamw").lower()
+    optim = (kw["optimizer"] or "adamw").lower().replace("-", "_")
+    optim = OPTIMIZER_ALIASES.get(optim, optim)
     if optim not in OPTIMIZERS:
         raise RunjobError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMIZERS)}")
-    state_b, temp_b = OPTIMIZERS[optim]
-    if optim.startswith("paged"):
-        notes.append("paged optimizer: its states can be evicted to host RAM under memory pressure")
+    kw["optimizer"] = optim
+    state_b, temp_b, paged = OPTIMIZERS[optim]
+    pure = not kw["master_weights"] and dtype in ("bf16", "fp16")
+    if pure and state_b >= 4:
+        # pure bf16: torch optimizers create their states like the parameter (bf16), so the
+        # fp32 figures halve; 8-bit states and Adafactor's factors are unchanged
+        state_b, temp_b = state_b / 2, temp_b / 2
+    offload = bool(kw["cpu_offload"])
+    if paged:
+        notes.append("paged optimizer: its states live in CUDA unified memory outside PyTorch's allocator "
+                     "(paged_gib) and are evicted to host RAM under memory pressure")
     n = kw["num_gpus"]
     stage = kw["zero_stage"]
     tokens = kw["seq_len"] * kw["batch"]
@@ -468,8 +579,12 @@ def _training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     trainable = 0
     lora_params = 0
     if kind == "full_ft":
+        # Rajbhandari et al. 2019 (ZeRO), section 3.1: mixed-precision Adam keeps 2 + 2 + K
+        # bytes per parameter with K = 12 (fp32 master copy, momentum, variance)
         if dtype == "fp32":
             w_b, g_b, o_b = 4.0, 4.0, state_b
+        elif pure:  # no fp32 master copy (torchtune dtype=bf16, Lightning "bf16-true")
+            w_b, g_b, o_b = 2.0, 2.0, state_b
         else:  # mixed precision: 16-bit weights and grads, fp32 master copy + optimizer states
             w_b, g_b, o_b = 2.0, 2.0, 4.0 + state_b
         trainable = psi
@@ -479,7 +594,7 @@ def _training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         mode = "full"
         step_temp = psi * temp_b / (n if stage >= 1 else 1)
     else:
-        targets = kw["lora_targets"] or LORA_ALL_LINEAR
+        targets = kw["lora_targets"] or default_lora_targets(a)
         kw["lora_targets"] = tuple(targets)
         mods = lora_modules(a, tuple(targets))
         r = kw["lora_rank"]
@@ -513,19 +628,43 @@ def _training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         flash_attention=kw["flash_attention"],
         seq_len=kw["seq_len"],
     )
+    # Korthikanti et al. 2022 (arXiv:2205.05198), section 4: without recomputation every layer
+    # keeps its per-layer activations (``per_layer``, their s*b*h*(34 + 5*a*s/h) minus the
+    # attention matrix flash/SDPA attention never stores); with full activation
+    # checkpointing each layer keeps only its 16-bit input (2*s*b*h bytes) and one layer's
+    # activations are rebuilt at a time during backward.
     if kw["grad_checkpointing"]:
-        # each layer keeps only its input; one layer is recomputed at a time in backward
         layers_act = tokens * (a.layers * act_b * a.hidden + per_layer)
     else:
         layers_act = tokens * a.layers * per_layer
-    logits = tokens * a.vocab * (act_b + 10)  # 16-bit logits, fp32 upcast, log-softmax, grad
+    # the loss: transformers' ForCausalLMLoss upcasts the 16-bit logits to fp32
+    # (``logits.float()``), cross_entropy keeps the fp32 log-softmax for backward and the
+    # backward writes an fp32 gradient of the same size: vocab x tokens x (2 + 4 + 4 + 2)
+    logits = tokens * a.vocab * (act_b + 10)
     final = tokens * a.hidden * (4 + act_b)  # final RMSNorm: fp32 input + LM-head input
     activations = layers_act + logits + final
     gather = 0.0
-    if stage >= 3 and n > 1:
+    if stage >= 3 and (n > 1 or offload):
         # ZeRO-3/FSDP all-gathers a layer's weights (and prefetches the next one)
         per_layer_w = _layer_params(a, counts) * (0.55 if kind == "qlora" else DTYPE_BYTES.get(dtype, 2))
         gather = 2 * per_layer_w
+    paged_bytes = 0.0
+    if paged:
+        paged_bytes, opt = opt, 0.0
+    offloaded = 0.0
+    if offload:
+        # ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): optimizer states, fp32 master
+        # weights and the reduced 16-bit gradients live on the host, the Adam step runs on
+        # the CPU; the GPU keeps a gradient bucket of about one layer. With ZeRO-3 /
+        # FSDP(cpu_offload=CPUOffload(offload_params=True)) the weights go too and the GPU
+        # holds only the all-gathered layers (``gather`` below).
+        layer_grad = _layer_params(a, counts) * (2 if kind == "full_ft" else 0) + (grads / max(1, a.layers))
+        offloaded = opt + grads + paged_bytes
+        opt, paged_bytes, step_temp = 0.0, 0.0, 0.0
+        grads = min(grads, layer_grad)
+        if stage >= 3:
+            offloaded += weights
+            weights = 0.0
     states = weights + grads + opt
     torch_peak = states + max(activations, step_temp) + gather
     overhead = CUDA_CONTEXT_GIB * GIB + ALLOCATOR_SLACK * torch_peak
@@ -533,8 +672,10 @@ def _training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     vram = g.total_bytes
     fits = total <= vram
     if a.is_moe:
-        notes.append("MoE: all experts resident; LoRA adapters on attention (and dense MLPs) only"
-                     if kind != "full_ft" else "MoE: all experts resident and trained")
+        experts = "experts" in (kw["lora_targets"] or ())
+        notes.append("MoE: all experts resident and trained" if kind == "full_ft" else
+                     "MoE: all experts resident; LoRA adapters on every routed expert" if experts else
+                     "MoE: all experts resident; LoRA adapters on attention, dense and shared MLPs (add target 'experts' for the routed experts)")
     if stage == 0 and n > 1:
         notes.append("zero_stage 0: every data-parallel rank holds full model states")
     return MemoryEstimate(
@@ -564,6 +705,10 @@ def _training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         total_gib=_gib(total),
         fits=fits,
         headroom_gib=_gib(vram - total),
+        engine="torch",
+        reserved_gib=_gib(torch_peak * (1 + ALLOCATOR_SLACK)),
+        offloaded_gib=_gib(offloaded),
+        paged_gib=_gib(paged_bytes),
         notes=tuple(notes),
         breakdown={
             "activations_layers_gib": _gib(layers_act),
@@ -634,12 +779,14 @@ def _suggestions(ctx: _Ctx, kind: str, g: GPUSpec, est: MemoryEstimate, kw: dict
             fit_len = per_seq // 256 * 256 if per_seq >= 256 else per_seq
             if fit_len > 0:
                 out.append(f"or lower max_model_len to {fit_len} (fits {est.kv_capacity_tokens:,} KV tokens)")
-        elif est.weights_gib > 0:
+        elif est.weights_gib > 0 and "vllm_budget_gib" in est.breakdown:
             out.append(
                 f"the weights alone ({est.weights_gib:.1f} GiB per GPU) leave no room for KV cache "
                 f"in the {est.breakdown['vllm_budget_gib']:.1f} GiB vLLM budget"
             )
-        if kw["gpu_memory_utilization"] < 0.95:
+        elif est.weights_gib > 0:
+            out.append(f"the weights alone ({est.weights_gib:.1f} GiB per GPU) leave no room for KV cache")
+        if kw["engine"] == "vllm" and kw["gpu_memory_utilization"] < 0.95:
             e = _try(ctx, kind, g, kw, gpu_memory_utilization=0.95)
             if e and e.fits:
                 out.append("or raise gpu_memory_utilization to 0.95")
