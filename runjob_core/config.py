@@ -275,6 +275,8 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
             f"invalid job name {job.name!r} at $.name in {label}: use letters, digits, '.', '_' and '-' "
             "(it becomes a file name and a scheduler job name)"
         )
+    if job.model.engine is not None and job.model.engine not in ("vllm", "hf", "sglang"):
+        problems.append(f"unknown engine {job.model.engine!r} at $.model.engine in {label}; engines: vllm, hf, sglang")
     if job.template not in TEMPLATES:
         problems.append(f"unknown template {job.template!r} at $.template in {label}; templates: {', '.join(TEMPLATES)}")
     for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time)):
