@@ -13,10 +13,12 @@ with KV cache. The two engines here differ:
   / ``num_logits_to_keep``). The CUDA context comes on top and is outside PyTorch's
   ``max_memory_allocated``, which is what ``torch_peak_gib`` is comparable with.
 * **sglang** sizes its KV pool once at start-up (python/sglang/srt/model_executor/
-  model_runner.py, ``ModelRunner.profile_max_num_token``, SGLang 0.4.x):
+  model_runner.py ``ModelRunner.profile_max_num_token`` in SGLang 0.4.x, moved to
+  model_runner_kv_cache_mixin.py in 0.5):
   ``rest = free_memory_after_weights - total_memory * (1 - mem_fraction_static)`` and
   ``max_total_num_tokens = rest // cell_size`` with ``cell_size`` the KV bytes of one token
-  on one GPU. Activations and CUDA graphs must fit in the ``1 - mem_fraction_static`` left.
+  on one GPU (``num_kv_heads(tp) * head_dim * layers * 2 * dtype``; MLA:
+  ``(kv_lora_rank + qk_rope_head_dim) * layers * dtype``, the latent on every rank). Activations and CUDA graphs must fit in the ``1 - mem_fraction_static`` left.
 """
 
 from __future__ import annotations

@@ -67,7 +67,11 @@ INT4_GROUP_BYTES_PER_PARAM = 4.0 / 128
 #: bitsandbytes NF4 with double quantisation (Dettmers et al. 2023, QLoRA, arXiv:2305.14314):
 #: an 8-bit absmax per 64 weights plus an fp32 constant per 256 of those.
 NF4_DQ_BYTES_PER_PARAM = 1.0 / 64 + 4.0 / (64 * 256)
-#: allocator fragmentation / caching slack on top of the torch peak during training.
+#: PyTorch caching-allocator slack on top of the torch peak during training (blocks rounded
+#: to 512 B, 2 MiB segments that cannot be split across streams): what separates
+#: ``max_memory_reserved`` from ``max_memory_allocated``. A heuristic, not fitted to a
+#: source: the published training cases compare ``torch_peak_gib`` (allocated), so this
+#: only moves ``reserved_gib``, ``total_gib`` and the verdict.
 ALLOCATOR_SLACK = 0.05
 #: Optimizers: (state bytes per trainable parameter with fp32 states, step-temporary bytes per
 #: parameter, states paged). ``adamw`` is torch.optim.AdamW (two moments, Loshchilov & Hutter
@@ -112,7 +116,9 @@ def kv_dtype_bytes(kv_cache_dtype: str | None, dtype: str) -> float:
 
 def default_batched_tokens(gpu: GPUSpec) -> int:
     """vLLM V1 default ``max_num_batched_tokens`` of the offline ``LLM`` class (chunked
-    prefill on): 16384 on GPUs with >= 70 GiB, 8192 below."""
+    prefill on): 16384 on GPUs with >= 70 GiB, 8192 below (vllm/engine/arg_utils.py
+    ``EngineArgs._set_default_args_v1``; ``vllm serve`` uses 8192/2048). vLLM V0 without
+    chunked prefill profiles ``max(max_model_len, 2048)`` tokens: pass that explicitly."""
     return 16384 if gpu.total_gib >= 70 else 8192
 
 
