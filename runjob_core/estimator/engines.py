@@ -42,17 +42,20 @@ def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any], m: Any) -> dict[str, 
     """Components of a transformers ``generate`` run (``m`` is the memory module's helpers)."""
     a, counts = ctx.arch, ctx.counts
     dtype = kw["dtype"]
-    tp = kw["tp"] or 1
-    if tp != 1:
-        raise RunjobError("engine hf runs the model on one GPU here (device_map sharding is not modelled); use tp 1")
+    if kw["tp"] not in (None, 1):
+        raise RunjobError("engine hf has no tensor parallelism: num_gpus > 1 spreads the layers over the GPUs "
+                          "(device_map='auto'); use tp 1, or engine vllm/sglang for tensor parallelism")
+    # accelerate's device_map="auto" places whole layers, balanced by size: each GPU holds
+    # 1/n of the weights and of the KV cache, and runs one layer's transients at a time
+    n = kw["num_gpus"]
     max_len = kw["max_model_len"] or a.max_position or 4096
     batch = kw["concurrency"]
     kvb = m.kv_dtype_bytes(kw["kv_cache_dtype"], dtype)
     act_b = 4.0 if dtype == "fp32" else 2.0
-    w = m.nf4_weight_bytes(counts) if dtype == "int4" else m.weight_bytes(counts, dtype)
-    kv_tok = kv_bytes_per_token(a, kvb, 1)
+    w = (m.nf4_weight_bytes(counts) if dtype == "int4" else m.weight_bytes(counts, dtype)) / n
+    kv_tok = kv_bytes_per_token(a, kvb, 1) / n
     kv = kv_tok * max_len * batch
-    kv_cat = kv / max(1, a.layers)  # torch.cat in DynamicCache.update: one layer twice
+    kv_cat = kv * n / max(1, a.layers)  # torch.cat in DynamicCache.update: one layer twice
     prompt_tokens = max_len * batch
     # one forward pass over the prompt; logits of the last position only (fp32 for sampling)
     act = m.vllm_activation_bytes(a, prompt_tokens, act_b, 1, 0) + batch * a.vocab * 4
@@ -63,9 +66,11 @@ def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any], m: Any) -> dict[str, 
         "weights": w, "kv_tok": kv_tok, "kv": kv + kv_cat, "act": act, "torch_peak": torch_peak,
         "overhead": context, "total": total, "fits": total <= g.total_bytes, "headroom": g.total_bytes - total,
         "capacity": int(max(0.0, g.total_bytes - context - w - act) // kv_tok), "max_len": max_len, "tp": 1,
+        "num_gpus": n,
         "breakdown": {"cuda_context_gib": m.CUDA_CONTEXT_GIB, "kv_cache_cat_copy_gib": kv_cat / GIB,
                       "prompt_tokens": prompt_tokens},
-        "notes": ["engine hf: memory grows with the sequences generated; nothing is reserved up front"],
+        "notes": ["engine hf: memory grows with the sequences generated; nothing is reserved up front"]
+        + ([f"layers spread over {n} GPUs (device_map='auto'); the figures are per GPU"] if n > 1 else []),
     }
 
 

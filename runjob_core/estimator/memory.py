@@ -757,7 +757,29 @@ def _suggestions(ctx: _Ctx, kind: str, g: GPUSpec, est: MemoryEstimate, kw: dict
     out: list[str] = []
     a = ctx.arch
     bigger = sorted((x for x in GPUS if x.total_bytes > g.total_bytes), key=lambda x: x.total_bytes)
-    if kind == "inference":
+    if kind == "inference" and kw["engine"] == "hf":
+        for n in (2, 4, 8):
+            if n <= est.num_gpus:
+                continue
+            e = _try(ctx, kind, g, kw, num_gpus=n)
+            if e and e.fits:
+                out.append(f"spread the layers over {n} x {g.name} (device_map='auto'), "
+                           f"{e.total_gib:.1f} GiB per GPU; or serve it with engine vllm/sglang and tp={n}")
+                break
+        else:
+            out.append(f"does not fit on up to 8 x {g.name} with device_map='auto'; use a larger GPU or a quantized checkpoint")
+        for x in bigger:
+            e = _try(ctx, kind, x, kw)
+            if e and e.fits:
+                out.append(f"or {est.num_gpus} x {x.name} ({x.total_gib:.1f} GiB)")
+                break
+        if kw["dtype"] in ("bf16", "fp16", "fp32"):
+            for q in ("fp8", "int4"):
+                e = _try(ctx, kind, g, kw, dtype=q)
+                if e and e.fits:
+                    out.append(f"or load a {q} quantized checkpoint on the same {est.num_gpus} GPU(s)")
+                    break
+    elif kind == "inference":
         tp0 = est.tp
         for t in (2, 4, 8, 16):
             if t <= tp0 or a.heads % t:

@@ -36,8 +36,19 @@ def test_hf_generate_is_weights_plus_the_generated_kv_not_a_vllm_budget():
     assert hf.total_gib == pytest.approx(hf.torch_peak_gib + 0.5)  # + CUDA context
     four = estimate("Qwen2.5-0.5B", "inference", "H100", max_model_len=2048, engine="hf", concurrency=4)
     assert four.kv_cache_gib == pytest.approx(4 * hf.kv_cache_gib)
-    with pytest.raises(RunjobError, match="engine hf"):
+    with pytest.raises(RunjobError, match="engine hf has no tensor parallelism"):
         estimate("Qwen2.5-0.5B", "inference", "H100", engine="hf", tp=2)
+
+
+def test_hf_spreads_layers_over_gpus_and_suggests_it():
+    one = estimate("Llama-3.1-70B", "inference", "A100-80GB", engine="hf", max_model_len=4096)
+    assert not one.fits
+    text = " | ".join(one.suggestions)
+    assert text.startswith("spread the layers over 2 x A100-80GB (device_map='auto')") and "tp" not in text.split(";")[0]
+    two = estimate("Llama-3.1-70B", "inference", "A100-80GB", engine="hf", max_model_len=4096, num_gpus=2)
+    assert two.fits and two.weights_gib == pytest.approx(one.weights_gib / 2)
+    assert two.kv_cache_gib == pytest.approx(one.kv_cache_gib / 2, rel=0.05)
+    assert any("device_map" in n for n in two.notes)
     with pytest.raises(RunjobError, match="unknown engine"):
         estimate("Qwen2.5-0.5B", "inference", "H100", engine="tgi")
 
