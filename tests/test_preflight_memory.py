@@ -77,3 +77,13 @@ def test_bad_param_names_file_and_key(runjob_home):
     [est] = [e for e in data["estimates"] if e["summary"].startswith("no memory estimate")]
     assert "invalid 'three' at $.params.zero_stage in b.yaml: use an integer >= 0" in est["summary"]
     assert "Traceback" not in result.stderr
+
+
+def test_model_engine_changes_the_spec_hash_only_when_set():
+    from runjob_core import config
+
+    base = {"name": "h", "command": "true", "model": {"name": "Llama-3.1-8B"}}
+    plain = config.spec_hash(config.job_from_mapping(base, source="h.yaml", base_dir="/tmp"))
+    hf = config.spec_hash(config.job_from_mapping({**base, "model": {"name": "Llama-3.1-8B", "engine": "hf"}},
+                                                  source="h.yaml", base_dir="/tmp"))
+    assert plain != hf

@@ -4,7 +4,14 @@ Public API::
 
     estimate(model, kind, gpu, *, num_gpus=1, tp=None, dtype="bf16", max_model_len=None,
              concurrency=1, seq_len=2048, batch=1, zero_stage=0, grad_checkpointing=False,
-             gpu_memory_utilization=0.9, ...) -> MemoryEstimate
+             gpu_memory_utilization=0.9, engine="vllm", optimizer="adamw", cpu_offload=False,
+             master_weights=True, lora_targets=None, ...) -> MemoryEstimate
+
+Modules: ``memory`` (vLLM inference, training, suggestions), ``engines`` (hf, sglang),
+``arch`` (config.json arithmetic, LoRA targets), ``catalog`` (built-in model table),
+``gpus``, ``resolve`` (finding a config.json), ``jobspec`` (job spec -> arguments),
+``preflight`` (the pre-flight hook's estimate), ``measured`` (learning from runs),
+``walltime``.
     estimate_walltime(samples, throughput_per_s, requested_seconds=None,
                       partition_limit_seconds=None) -> dict
 """

@@ -290,10 +290,11 @@ def estimate(
 
     Extra knobs: vLLM's ``max_num_batched_tokens`` (profile size; default 16384 on GPUs with
     >= 70 GiB, else 8192), ``max_num_seqs``, ``kv_cache_dtype`` (auto|fp8|bf16|fp16|fp32),
-    ``enforce_eager`` (no CUDA graphs); LoRA ``lora_rank``, ``lora_targets`` (default all
-    linear projections), ``lora_dropout``, ``lora_dtype`` (fp32 as PEFT autocasts adapters,
-    or bf16 as the QLoRA repository); ``optimizer`` (adamw, adamw_fused, adamw_8bit,
-    paged_adamw, paged_adamw_8bit); ``flash_attention`` (False adds the s*s attention
+    ``enforce_eager`` (no CUDA graphs); LoRA ``lora_rank``, ``lora_targets`` (default every
+    linear projection, in the architecture's own module names), ``lora_dropout``,
+    ``lora_dtype`` (fp32 as PEFT autocasts adapters, or bf16 as the QLoRA repository);
+    ``optimizer`` (adamw, adamw_fused, adamw8bit, paged_adamw, paged_adamw8bit, adafactor,
+    sgd; transformers' spellings such as adamw_8bit are accepted); ``flash_attention`` (False adds the s*s attention
     matrices of eager attention); ``engine`` for inference (vllm, hf, sglang) and SGLang's
     ``mem_fraction_static``; ``cpu_offload`` (ZeRO-Offload / FSDP CPU offload: optimizer
     states and fp32 master weights on the host, with ``zero_stage`` 3 the weights too);
