@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from runjob_core.errors import RunjobError
+from runjob_core.estimator import memory as m
 from runjob_core.estimator.arch import kv_bytes_per_token
 from runjob_core.estimator.gpus import GIB, GPUSpec
 
@@ -38,8 +39,8 @@ SGLANG_DEFAULT_MEM_FRACTION = 0.85
 SGLANG_CHUNKED_PREFILL = 8192
 
 
-def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any], m: Any) -> dict[str, Any]:
-    """Components of a transformers ``generate`` run (``m`` is the memory module's helpers)."""
+def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
+    """Components of a transformers ``generate`` run (per GPU)."""
     a, counts = ctx.arch, ctx.counts
     dtype = kw["dtype"]
     if kw["tp"] not in (None, 1):
@@ -74,7 +75,7 @@ def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any], m: Any) -> dict[str, 
     }
 
 
-def sglang_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any], m: Any) -> dict[str, Any]:
+def sglang_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
     """Components of an SGLang server: weights, the static KV pool, what is left for activations."""
     a, counts = ctx.arch, ctx.counts
     dtype = kw["dtype"]
