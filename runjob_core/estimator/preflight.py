@@ -22,8 +22,7 @@ def memory_estimate(job, cluster, context, source: str) -> Estimate | None:
         return Estimate(source=source, summary=f"no memory estimate: {exc}", fits=None)
     data = result.to_json()
     how = kind if kind != "inference" else f"inference ({data['engine']})"
-    summary = (f"{data['model']} {how} on {data['num_gpus']} x {data['gpu']}: {data['total_gib']:.1f} GiB peak per GPU "
-               f"of {data['gpu_vram_gib']:.1f} GiB [{jobspec.breakdown_line(data)}]")
+    summary = f"{data['model']} {how} on {data['num_gpus']} x {data['gpu']}: {jobspec.breakdown_line(data)}"
     store = getattr(context, "store", None)
     seen = measured.lookup(store, result) if store is not None else None
     if seen:
