@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import sys
-from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-log = logging.getLogger(__name__)
 GROUPS = ("runjob", "runjob.commands")
 
 
-@dataclass(frozen=True)
-class EntryPoint:
+class EntryPoint(NamedTuple):
+    # A NamedTuple, not a dataclass or attrs: `runjob --help` reads these, and every import counts.
     name: str
     value: str
     dist: str | None
@@ -69,7 +66,7 @@ def _all() -> list[EntryPoint]:
         if cached["key"] == key and cached.get("groups") == list(GROUPS):
             return [EntryPoint(*item) for item in cached["entry_points"]]
     except (OSError, ValueError, KeyError, TypeError):
-        log.debug("no usable entry-point cache at %s; scanning", cache)
+        pass  # no usable cache (first run, or a newer format): scan and write it
     import importlib.metadata
 
     found = [
@@ -80,8 +77,8 @@ def _all() -> list[EntryPoint]:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"key": key, "groups": list(GROUPS), "entry_points": [astuple(ep) for ep in found]}))
+        tmp.write_text(json.dumps({"key": key, "groups": list(GROUPS), "entry_points": [list(ep) for ep in found]}))
         tmp.replace(cache)
     except OSError:
-        log.debug("cannot write the entry-point cache %s", cache)
+        pass  # a read-only home: scan again next time
     return found
