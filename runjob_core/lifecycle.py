@@ -450,6 +450,8 @@ def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
 
 @attrs.frozen
 class Collected:
+    """What collect brought home: the local results folder, the artifacts and any problem."""
+
     dest: Path
     artifacts: tuple[Any, ...]
     problems: tuple[str, ...]

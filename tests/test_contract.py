@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
 from pathlib import Path
 
 import attrs
@@ -20,7 +19,6 @@ from runjob_core.errors import ConfigError, UnknownBackendError
 from runjob_core.models import LOST, BackendInfo, Finding, JobStatus, Machine
 from runjob_core.transport import LocalTransport
 
-FAKE_DIST = Path(__file__).parent / "data" / "fake-dist"
 
 
 # ----------------------------------------------------------------------------- the contract text
@@ -37,14 +35,6 @@ def test_every_hook_parameter_is_documented():
 
 
 # ----------------------------------------------------------------------------- loading
-
-
-@pytest.fixture
-def with_fake_dist(monkeypatch):
-    monkeypatch.syspath_prepend(str(FAKE_DIST))
-    yield
-    for name in [m for m in sys.modules if m.startswith("fake_runjob_plugins")]:
-        del sys.modules[name]
 
 
 def test_a_misspelled_hook_gets_a_did_you_mean(with_fake_dist):
