@@ -7,7 +7,6 @@ from runjob_core import hookimpl, plugins
 from runjob_core.errors import UnknownBackendError
 
 
-
 def test_broken_duplicate_and_misspelled_plugins_are_reported_not_fatal(with_fake_dist):
     pm, infos = plugins.get_plugin_manager()
     by_name = {}
