@@ -14,10 +14,10 @@ SOURCE = "runjob-health"
 
 
 @hookimpl
-def runjob_check_health(submission, status, window, context):
+def runjob_check_health(job, submission, status, window, progress, context):
     from runjob_health import _monitor
 
-    return _monitor.check(submission, status, window, context)
+    return _monitor.check(job, submission, status, window, progress, context)
 
 
 def scan_file(path, *, max_tokens: int | None = None, engine: str | None = None) -> list:
