@@ -217,6 +217,25 @@ def cli_vs_seed_grep(sizes_mb: list[int], reps: int, fallback_max_mb: int) -> No
               + " the seed grep")
 
 
+def timed(fn):
+    t = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t, r
+
+
+def scan_with_count(path: Path, chunk: int = 8 << 20):
+    sc = LogScanner()
+    hits = []
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                break
+            hits += sc.feed(b)
+    hits += sc.finish()
+    return hits, sc.lines_seen
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mb", type=int, default=1024)
