@@ -9,7 +9,6 @@ import pytest
 
 import runjob_health
 from runjob_health import _engine, _scan
-from runjob_health import _patterns as P
 from runjob_health._scan import LogScanner, _ReferenceScanner
 
 from test_health_scan import DATA, INDEX, run, run_chunked, synthetic_log

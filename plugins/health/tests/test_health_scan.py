@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from runjob_health import _engine
 from runjob_health import _patterns as P
-from runjob_health import _scan
 from runjob_health._scan import (
     BURST_LINES,
     LOOKAHEAD_LINES,
@@ -185,17 +185,17 @@ def test_search_plan_does_not_change_results(synth, mode):
     ref = run(synth, max_tokens=256, cls=_ReferenceScanner)
     s = LogScanner(max_tokens=256, engine="python")    # the plan belongs to the bytes.find engine
     if mode == "all_fast":
-        s._plan = (s._anchors, ())
+        s._finder.plan = (s._anchors, ())
     else:
         groups = {}
         for a in s._anchors:
             groups.setdefault(bytes(a[:1]), {}).setdefault(0, []).append(a)
-        s._plan = ([], [(b, [(o, tuple(g)) for o, g in offs.items()]) for b, offs in groups.items()])
-    s._plan_age = -(1 << 40)
+        s._finder.plan = ([], [(b, [(o, tuple(g)) for o, g in offs.items()]) for b, offs in groups.items()])
+    s._finder.plan_age = -(1 << 40)
     try:
         assert s.feed(synth) + s.finish() == ref
     finally:
-        _scan._PLAN_CACHE.clear()   # the plan is shared per process; do not leave this one behind
+        _engine._PLAN_CACHE.clear()   # the plan is shared per process; do not leave this one behind
 
 
 def test_scan_file_and_small_chunk_size(tmp_path, synth):

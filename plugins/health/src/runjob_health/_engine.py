@@ -2,7 +2,7 @@
 
 Both answer the same question for a buffer region: where are the records that contain an
 anchor occurrence passing its guard (see :mod:`runjob_health._patterns`)?  The Python
-engine (in ``_scan.LogScanner``) returns anchor *start* positions; Hyperscan returns the
+engine (:class:`BytesFind`) returns anchor *start* positions; Hyperscan returns the
 last byte of each match.  Either position lies inside the same record (anchors hold no line
 terminator; a guard byte that is a terminator ends that very record), so the scanner
 inspects the same records and the findings are identical; ``tests/test_health_engines.py``
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 
 from . import _patterns as P
 
@@ -88,3 +89,121 @@ def hyperscan_candidates(buf, lo: int, hi: int, anchors: tuple[bytes, ...]) -> l
         database(anchors).scan(region, match_event_handler=on_match)
     out.sort()
     return out
+
+
+PLAN_MIN_BYTES = 256 << 10  # regions at least this big get a rare-byte search plan
+PLAN_REFRESH_BYTES = 256 << 20
+PLAN_SAMPLE_BYTES = 512 << 10
+_PLAN_CACHE: dict = {}   # anchors -> (plan, bytes scanned with it)
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+class BytesFind:
+    """The fallback engine: one ``bytes.find`` pass per anchor, or a ``memchr`` loop over one
+    of its rarer bytes, chosen from a byte-frequency sample; returns anchor start positions."""
+
+    def __init__(self, anchors: tuple[bytes, ...]):
+        self.anchors = anchors
+        self.plan = None                 # (fast anchors, [(byte, [(offset, anchors)])])
+        self.plan_age = 0
+
+    def _make_plan(self, buf, lo: int, hi: int):
+        """Pick, per anchor, bytes.find (fastsearch) or a memchr loop over one
+        of its bytes, by measuring on a sample of this region.  Anchors that
+        share a byte at the same offset share one loop and one
+        ``startswith(tuple)`` test per occurrence.  Only the speed depends on
+        the plan; the candidate set is the same."""
+        start = lo + (hi - lo) // 3
+        sample = buf[start:start + min(PLAN_SAMPLE_BYTES, max(16384, (hi - lo) // 8))]
+        scale = (1 << 20) / max(1, len(sample))         # costs per MiB
+        occ: dict[int, int] = {}
+        loops: dict[int, dict[int, list]] = {}
+        fast = []
+        for a in self.anchors:
+            t0 = time.perf_counter()
+            n = sample.count(a)
+            best = ((time.perf_counter() - t0) + n * 3e-7) * scale
+            choice = None
+            for i, b in enumerate(a):
+                if b not in occ:
+                    occ[b] = sample.count(bytes((b,)))
+                k = occ[b] * scale
+                cost = 0.0 if b in loops else 2e-5 + k * 3e-7
+                cost += k * (3e-8 if i in loops.get(b, {}) else 1.5e-7)
+                if cost < best:
+                    best, choice = cost, (b, i)
+            if choice is None:
+                fast.append(a)
+            else:
+                loops.setdefault(choice[0], {}).setdefault(choice[1], []).append(a)
+        rare = [(bytes((b,)), [(off, tuple(group)) for off, group in offs.items()]) for b, offs in loops.items()]
+        return fast, rare
+
+    def candidates(self, buf, lo: int, hi: int) -> list[int]:
+        size = hi - lo
+        if self.plan is None and self.anchors in _PLAN_CACHE:
+            # reuse the plan of an earlier scanner in this process (speed only)
+            self.plan, self.plan_age = _PLAN_CACHE[self.anchors]
+        if size >= PLAN_MIN_BYTES and (self.plan is None or self.plan_age >= PLAN_REFRESH_BYTES):
+            self.plan = self._make_plan(buf, lo, hi)
+            self.plan_age = 0
+        self.plan_age += size
+        if self.plan is not None:
+            _PLAN_CACHE[self.anchors] = (self.plan, self.plan_age)
+        if self.plan is None or size < 4096:
+            fast, rare = self.anchors, ()
+        else:
+            fast, rare = self.plan
+        out: list[int] = []
+        add = out.append
+        find = buf.find
+        startswith = buf.startswith
+        guarded = P.GUARDED
+        word = _WORD
+        suffix = P.GUARD_ALLOWED_SUFFIX
+        for a in fast:
+            i = find(a, lo, hi)
+            if i < 0:
+                continue
+            la = len(a)
+            if a in guarded:
+                while i >= 0:
+                    j = i + la
+                    if j >= hi or buf[j] not in word or startswith(suffix, j):
+                        add(i)
+                    i = find(a, j, hi)
+            else:
+                while i >= 0:
+                    add(i)
+                    i = find(a, i + la, hi)
+        for b, groups in rare:
+            i = find(b, lo, hi)
+            if len(groups) == 1:
+                off, group = groups[0]
+                while i >= 0:
+                    s = i - off
+                    if s >= lo and startswith(group, s):
+                        self._rare_hit(buf, s, hi, group, add)
+                    i = find(b, i + 1, hi)
+            else:
+                while i >= 0:
+                    for off, group in groups:
+                        s = i - off
+                        if s >= lo and startswith(group, s):
+                            self._rare_hit(buf, s, hi, group, add)
+                    i = find(b, i + 1, hi)
+        out.sort()
+        return out
+
+    @staticmethod
+    def _rare_hit(buf, s: int, hi: int, group: tuple, add) -> None:
+        for a in group:
+            if not buf.startswith(a, s):
+                continue
+            j = s + len(a)
+            if j > hi:
+                continue
+            if a in P.GUARDED and j < hi and buf[j] in _WORD and not buf.startswith(P.GUARD_ALLOWED_SUFFIX, j):
+                continue
+            add(s)
+            return

@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import mmap
 import re
-import time
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from . import _engine
 from . import _patterns as P
@@ -58,9 +56,6 @@ TEXT_MAX = 300
 TRUNCATION_MIN_ROWS = 20
 TRUNCATION_SHARE = 0.05
 TRUNCATION_EARLY_MIN = 3   # while streaming, need at least this many truncated rows
-PLAN_MIN_BYTES = 256 << 10  # regions at least this big get a rare-byte search plan
-PLAN_REFRESH_BYTES = 256 << 20
-PLAN_SAMPLE_BYTES = 512 << 10
 
 _LABEL_RX = P.compile_label_patterns()
 _LABEL_ORDER = tuple(P.LABEL_PATTERNS)
@@ -82,8 +77,6 @@ _CLIPPED_RX = re.compile(P.CLIPPED_RATIO)
 _TERMINATED_RX = re.compile(P.TERMINATED_LENGTH)
 _CONTEXT_TRUNC_RX = re.compile(P.CONTEXT_TRUNCATION)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
-_PLAN_CACHE: dict = {}   # anchors -> (plan, bytes scanned with it)
-_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 @dataclass(frozen=True)
@@ -165,8 +158,8 @@ class LogScanner:
         if max_tokens:
             anchors += list(P.TOKEN_ANCHORS)
         self._anchors = tuple(anchors)
-        self._plan = None                # (fast anchors, {byte: [(anchor, offset)]})
-        self._plan_age = 0
+        # the bytes.find engine keeps a search plan; Hyperscan needs no state here
+        self._finder = _engine.BytesFind(self._anchors) if self.engine == "python" else None
 
     # ------------------------------------------------------------- public
     @property
@@ -306,111 +299,10 @@ class LogScanner:
             pos = end + 1
 
     # ------------------------------------------------------------- prefilter
-    def _make_plan(self, buf: bytes, lo: int, hi: int):
-        """Pick, per anchor, bytes.find (fastsearch) or a memchr loop over one
-        of its bytes, by measuring on a sample of this region.  Anchors that
-        share a byte at the same offset share one loop and one
-        ``startswith(tuple)`` test per occurrence.  Only the speed depends on
-        the plan; the candidate set is the same."""
-        start = lo + (hi - lo) // 3
-        sample = buf[start:start + min(PLAN_SAMPLE_BYTES, max(16384, (hi - lo) // 8))]
-        scale = (1 << 20) / max(1, len(sample))         # costs per MiB
-        occ: dict[int, int] = {}
-        loops: dict[int, dict[int, list]] = {}
-        fast = []
-        for a in self._anchors:
-            t0 = time.perf_counter()
-            n = sample.count(a)
-            best = ((time.perf_counter() - t0) + n * 3e-7) * scale
-            choice = None
-            for i, b in enumerate(a):
-                if b not in occ:
-                    occ[b] = sample.count(bytes((b,)))
-                k = occ[b] * scale
-                cost = 0.0 if b in loops else 2e-5 + k * 3e-7
-                cost += k * (3e-8 if i in loops.get(b, {}) else 1.5e-7)
-                if cost < best:
-                    best, choice = cost, (b, i)
-            if choice is None:
-                fast.append(a)
-            else:
-                loops.setdefault(choice[0], {}).setdefault(choice[1], []).append(a)
-        rare = [(bytes((b,)), [(off, tuple(group)) for off, group in offs.items()]) for b, offs in loops.items()]
-        return fast, rare
-
     def _candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
-        if self.engine == "hyperscan":
+        if self._finder is None:
             return _engine.hyperscan_candidates(buf, lo, hi, self._anchors)
-        return self._python_candidates(buf, lo, hi)
-
-    def _python_candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
-        size = hi - lo
-        if self._plan is None and self._anchors in _PLAN_CACHE:
-            # reuse the plan of an earlier scanner in this process (speed only)
-            self._plan, self._plan_age = _PLAN_CACHE[self._anchors]
-        if size >= PLAN_MIN_BYTES and (self._plan is None or self._plan_age >= PLAN_REFRESH_BYTES):
-            self._plan = self._make_plan(buf, lo, hi)
-            self._plan_age = 0
-        self._plan_age += size
-        if self._plan is not None:
-            _PLAN_CACHE[self._anchors] = (self._plan, self._plan_age)
-        if self._plan is None or size < 4096:
-            fast, rare = self._anchors, ()
-        else:
-            fast, rare = self._plan
-        out: list[int] = []
-        add = out.append
-        find = buf.find
-        startswith = buf.startswith
-        guarded = P.GUARDED
-        word = _WORD
-        suffix = P.GUARD_ALLOWED_SUFFIX
-        for a in fast:
-            i = find(a, lo, hi)
-            if i < 0:
-                continue
-            la = len(a)
-            if a in guarded:
-                while i >= 0:
-                    j = i + la
-                    if j >= hi or buf[j] not in word or startswith(suffix, j):
-                        add(i)
-                    i = find(a, j, hi)
-            else:
-                while i >= 0:
-                    add(i)
-                    i = find(a, i + la, hi)
-        for b, groups in rare:
-            i = find(b, lo, hi)
-            if len(groups) == 1:
-                off, group = groups[0]
-                while i >= 0:
-                    s = i - off
-                    if s >= lo and startswith(group, s):
-                        self._rare_hit(buf, s, hi, group, add)
-                    i = find(b, i + 1, hi)
-            else:
-                while i >= 0:
-                    for off, group in groups:
-                        s = i - off
-                        if s >= lo and startswith(group, s):
-                            self._rare_hit(buf, s, hi, group, add)
-                    i = find(b, i + 1, hi)
-        out.sort()
-        return out
-
-    @staticmethod
-    def _rare_hit(buf: bytes, s: int, hi: int, group: tuple, add) -> None:
-        for a in group:
-            if not buf.startswith(a, s):
-                continue
-            j = s + len(a)
-            if j > hi:
-                continue
-            if a in P.GUARDED and j < hi and buf[j] in _WORD and not buf.startswith(P.GUARD_ALLOWED_SUFFIX, j):
-                continue
-            add(s)
-            return
+        return self._finder.candidates(buf, lo, hi)
 
     # ------------------------------------------------------------- records
     def _record(self, rec: bytes, line: int) -> None:
