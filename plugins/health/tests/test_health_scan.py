@@ -617,7 +617,8 @@ def test_truncation_all_of_a_handful_of_rows():
     for n in (1, 3, 10, 19):
         hits = run(rows(n, n))
         assert [(h.label, h.severity, h.action) for h in hits] == [("truncation", "warning", "stop")], n
-        assert f"all {n} completions seen" in hits[0].message and "raise max_tokens" in hits[0].message
+        seen = "the only completion seen," if n == 1 else f"all {n} completions seen"
+        assert seen in hits[0].message and "raise max_tokens" in hits[0].message
     # one cut row among a few that ended well, or among many: quiet
     assert run(rows(5, 4)) == [] and run(rows(2, 1)) == [] and run(rows(40, 1)) == []
     # streaming: not decided before the end (more rows may come)
@@ -640,7 +641,8 @@ def test_truncation_from_trainer_metrics():
     row = "{'loss': 0.0, 'completions/clipped_ratio': %s, 'completions/mean_terminated_length': %s, 'epoch': %d}\n"
     hits = run("".join(row % ("1.0", "0.0", i) for i in range(3)))
     assert [h.label for h in hits] == ["truncation"]
-    assert "all 3 logged trainer steps" in hits[0].message and "max_completion_length" in hits[0].message
+    assert hits[0].message.startswith("Trainer completions were clipped at max_completion_length (all 3 logged steps")
+    assert "raise max_completion_length" in hits[0].message
     assert labels(run(row % ("0.75", "0.0", 0))) == {"truncation"}       # nothing terminated
     assert labels(run(row % ("1", "512.0", 0))) == {"truncation"}         # everything clipped
     assert run(row % ("0.0", "300.5", 0) + row % ("1.0", "0.0", 1)) == []  # 1 of 2 steps: quiet
@@ -655,6 +657,7 @@ def test_truncation_harness_context_notices():
                  "length was 1364, truncating to last 1024 tokens. Some content will be lost."):
         hits = run(line + "\n")
         assert [(h.label, h.severity) for h in hits] == [("truncation", "warning")]
+        assert hits[0].message.startswith("The eval harness truncated prompts to fit the context window at line 1:")
         assert "max_model_len" in hits[0].message and "raise max_tokens" not in hits[0].message
     # repeated notices of one run: one finding; and they do not explain away a later crash
     log = ("Truncating context to 0 tokens.\n" * 30 + TB)

@@ -94,17 +94,18 @@ LABELS: dict[str, tuple[str, str, str, str]] = {
     ),
 }
 
-# truncation has three kinds of evidence; each gets advice that fits it
-TRUNCATION_ADVICE = {
-    "rows": LABELS["truncation"][3],
+# truncation has three kinds of evidence; each gets a title and advice that fit it
+TRUNCATION_KINDS: dict[str, tuple[str, str]] = {
+    "rows": LABELS["truncation"][2:],
     "trainer": (
+        "Trainer completions were clipped at max_completion_length",
         "raise max_completion_length (max_new_tokens) so completions can end on their own; with "
-        "every completion clipped the rewards carry no signal. runjob will not change it for you"
+        "every completion clipped the rewards carry no signal. runjob will not change it for you",
     ),
     "context": (
-        "the prompt was cut to fit the context window: raise the model's max length "
-        "(max_model_len / max_length) or lower max_new_tokens or the few-shot count; runjob will "
-        "not change any of these for you"
+        "The eval harness truncated prompts to fit the context window",
+        "raise the model's max length (max_model_len / max_length), or lower max_new_tokens or the "
+        "few-shot count; runjob will not change any of these for you",
     ),
 }
 

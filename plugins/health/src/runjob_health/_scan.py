@@ -98,9 +98,10 @@ def _decode(rec: bytes, focus: int = 0) -> str:
 
 
 def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "",
-              advice: str | None = None) -> Hit:
-    severity, action, title, label_advice = P.LABELS[label]
-    advice = advice or label_advice
+              kind: str | None = None) -> Hit:
+    severity, action, title, advice = P.LABELS[label]
+    if kind is not None:                # a label with several kinds of evidence (truncation)
+        title, advice = P.TRUNCATION_KINDS[kind]
     if caught:
         severity, action = "warning", "continue"
     msg = f"{title}"
@@ -468,8 +469,7 @@ class LogScanner:
         last = self._last_match.get("truncation:context")
         self._last_match["truncation:context"] = line
         if last is None or line - last > BURST_LINES:
-            self._out.append(_make_hit("truncation", line, text, detail="an eval harness cut the prompt to fit",
-                                       advice=P.TRUNCATION_ADVICE["context"]))
+            self._out.append(_make_hit("truncation", line, text, kind="context"))
 
     def _truncation_step(self, rec: bytes, line: int) -> None:
         if self._trunc_done:
@@ -508,12 +508,12 @@ class LogScanner:
         if self._trunc_done:
             return
         kinds = (
-            (self._fr, "completions", "with finish_reason=length", "rows"),
-            (self._tok, "completions", f"with output tokens >= max_tokens={self.max_tokens}", "rows"),
-            (self._clip, "logged trainer steps", "with every completion clipped (clipped_ratio=1 / "
-                                                 "mean_terminated_length=0)", "trainer"),
+            (self._fr, ("completion", "completions"), "with finish_reason=length", "rows"),
+            (self._tok, ("completion", "completions"), f"with output tokens >= max_tokens={self.max_tokens}", "rows"),
+            (self._clip, ("logged step", "logged steps"), "with every completion clipped (clipped_ratio=1 / "
+                                                          "mean_terminated_length=0)", "trainer"),
         )
-        for (n, k), rows, what, advice in kinds:
+        for (n, k), (one, rows), what, kind in kinds:
             if n >= TRUNCATION_MIN_ROWS:
                 if k / n < TRUNCATION_SHARE or (not final and k < TRUNCATION_EARLY_MIN):
                     continue
@@ -524,10 +524,12 @@ class LogScanner:
                 line, text = self._trunc_last or (self._line, "")
             else:
                 text = _decode(rec)
-            detail = (f"{k} of {n} {rows} ({100.0 * k / n:.1f}%) {what}" if n >= TRUNCATION_MIN_ROWS
-                      else f"all {n} {rows} seen {what}")
+            if n >= TRUNCATION_MIN_ROWS:
+                detail = f"{k} of {n} {rows} ({100.0 * k / n:.1f}%) {what}"
+            else:
+                detail = f"the only {one} seen, {what}" if n == 1 else f"all {n} {rows} seen {what}"
             self._out.append(_make_hit("truncation", line, text, detail=detail + ("" if final else " so far"),
-                                       advice=P.TRUNCATION_ADVICE[advice]))
+                                       kind=kind))
             self._trunc_done = True
             return
 
