@@ -277,7 +277,8 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
         )
     if job.template not in TEMPLATES:
         problems.append(f"unknown template {job.template!r} at $.template in {label}; templates: {', '.join(TEMPLATES)}")
-    for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time)):
+    for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time),
+                       ("model.startup_timeout", job.model.startup_timeout)):
         if value is not None:
             try:
                 parse_duration(value)
@@ -297,6 +298,9 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
         problems.extend(_secret_problem(key, f"$.env.{key}", label))
     if not job.command.strip():
         problems.append(f"empty command at $.command in {label}")
+    from runjob_core._serving_rules import serving_problems
+
+    problems.extend(serving_problems(job, label))
     if "RUNJOB_COMMAND_END" in job.command.splitlines():
         problems.append(f"the line RUNJOB_COMMAND_END at $.command in {label} is reserved by the training template")
     return problems
