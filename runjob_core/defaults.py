@@ -26,6 +26,7 @@ def runjob_estimate(job, cluster, context):
     kind = kind if kind in ("full_ft", "lora", "qlora") else _KIND_OF_TEMPLATE.get(job.template)
     if not (model and gpu and kind and job.resources.gpus > 0):
         return None
+    from runjob_core import model_length
     from runjob_core.errors import RunjobError
     from runjob_core.estimator import estimate
 
@@ -33,7 +34,8 @@ def runjob_estimate(job, cluster, context):
     try:
         result = estimate(
             model, kind, gpu, num_gpus=job.resources.gpus, tp=params.get("tensor_parallel_size"),
-            dtype=job.model.dtype or "bf16", max_model_len=job.model.max_model_len,
+            # the length the job runs at: model.max_model_len, else the model's full length (model_length)
+            dtype=job.model.dtype or "bf16", max_model_len=model_length.full_length(job, cluster, context),
             concurrency=int(params.get("concurrency", 1)), seq_len=int(params.get("seq_len", 2048)),
             batch=int(params.get("micro_batch_size", params.get("batch_size", 1))),
             zero_stage=int(params.get("zero_stage", 0)), grad_checkpointing=bool(params.get("gradient_checkpointing", False)),

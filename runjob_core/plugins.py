@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last.
-DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.walltime")
+DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.walltime", "runjob_core.model_length")
 
 
 @attrs.frozen
