@@ -21,6 +21,9 @@ the window (``yarn`` from ``original_max_position_embeddings``); ``llama3``, ``l
 from __future__ import annotations
 
 import json
+import os
+import socket
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +111,17 @@ def _from_hub(repo_id: str) -> ModelLength | Unknown:
         return Unknown("huggingface_hub is not installed (pip install 'runjob[hub]') and model.path has no config.json")
     cached = huggingface_hub.try_to_load_from_cache(repo_id, "config.json")
     where = "the Hugging Face cache"
+    endpoint = hub_endpoint()
     try:
         if not isinstance(cached, str):
-            cached = huggingface_hub.hf_hub_download(repo_id, "config.json")
-            where = f"the Hub ({huggingface_hub.constants.ENDPOINT})"
+            if huggingface_hub.constants.is_offline_mode():
+                return Unknown(f"HF_HUB_OFFLINE is set and {repo_id}/config.json is not in the Hugging Face cache")
+            if not _reachable(endpoint):
+                # huggingface_hub retries a dead connection for ~25 s: ask once, briefly
+                return Unknown(f"cannot reach the Hub ({endpoint}) for {repo_id}/config.json and it is not in the "
+                               "Hugging Face cache")
+            cached = huggingface_hub.hf_hub_download(repo_id, "config.json", endpoint=endpoint)
+            where = f"the Hub ({endpoint})"
     except errors.OfflineModeIsEnabled:
         return Unknown(f"HF_HUB_OFFLINE is set and {repo_id}/config.json is not in the Hugging Face cache")
     except (errors.GatedRepoError, errors.RepositoryNotFoundError) as exc:
@@ -123,10 +133,27 @@ def _from_hub(repo_id: str) -> ModelLength | Unknown:
     config = _parse(Path(cached).read_text(), f"{repo_id}/config.json")
     if not isinstance(config, dict):
         return config or Unknown(f"{repo_id}/config.json is empty")
-    return _length(config, _hub_generation_config(repo_id), f"{repo_id}/config.json in {where}")
+    return _length(config, _hub_generation_config(repo_id, endpoint), f"{repo_id}/config.json in {where}")
 
 
-def _hub_generation_config(repo_id: str) -> dict[str, Any] | None:
+def hub_endpoint() -> str:
+    """HF_ENDPOINT as it is now (huggingface_hub reads it once, when imported)."""
+    import huggingface_hub
+
+    return (os.environ.get("HF_ENDPOINT") or huggingface_hub.constants.ENDPOINT).rstrip("/")
+
+
+def _reachable(endpoint: str) -> bool:
+    parts = urllib.parse.urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+def _hub_generation_config(repo_id: str, endpoint: str) -> dict[str, Any] | None:
     """generation_config.json, when the cache or the Hub has one (optional: None otherwise)."""
     import huggingface_hub
     from huggingface_hub import errors
@@ -135,7 +162,8 @@ def _hub_generation_config(repo_id: str) -> dict[str, Any] | None:
     if cached is not None and not isinstance(cached, str):
         return None  # the cache remembers that the repo has no such file
     try:
-        path = cached if isinstance(cached, str) else huggingface_hub.hf_hub_download(repo_id, "generation_config.json")
+        path = cached if isinstance(cached, str) else huggingface_hub.hf_hub_download(
+            repo_id, "generation_config.json", endpoint=endpoint)
     except (errors.HfHubHTTPError, errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled, OSError):
         return None  # optional file: config.json alone decides
     data = _parse(Path(path).read_text(), f"{repo_id}/generation_config.json")

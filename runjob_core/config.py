@@ -308,6 +308,9 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
 
 #: Fields that describe where/how a spec was read, not the experiment.
 _NOT_HASHED = ("source", "base_dir")
+#: Keys added after specs were first stored, with their defaults: left out of the hash while
+#: they hold the default, so a job stored before they existed keeps its hash (and resumes).
+_ADDED_LATER = {"model": {"max_tokens_reason": None, "serve": True, "serve_args": (), "startup_timeout": None}}
 
 
 def spec_hash(job: JobSpec) -> str:
@@ -315,6 +318,10 @@ def spec_hash(job: JobSpec) -> str:
     data = unstructure(job)
     for key in _NOT_HASHED:
         data.pop(key, None)
+    for section, defaults in _ADDED_LATER.items():
+        for key, default in defaults.items():
+            if key in data[section] and data[section][key] == default:
+                del data[section][key]
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
