@@ -88,10 +88,10 @@ def runjob_estimate(job, cluster, context):
              if value is not None and value < full]
     if short and not spec.max_tokens_reason:
         return Estimate(source=SOURCE, fits=False, data=data,
-                        summary=f"{' and '.join(short)} below the {full} tokens {model} supports ({found.why}); the "
-                                f"mission's rule: \"{RULE}\"",
-                        suggestions=(f"remove them or set them to {full}, or say why in model.max_tokens_reason "
-                                     "(or submit with --force)",))
+                        summary=f"{' and '.join(short)} {'is' if len(short) == 1 else 'are'} below the {full} tokens "
+                                f"{model} supports ({found.why}); the mission's rule: \"{RULE}\"",
+                        suggestions=(f"remove {'it' if len(short) == 1 else 'them'} or set {'it' if len(short) == 1 else 'them'} "
+                                     f"to {full}, or say why in model.max_tokens_reason (or submit with --force)",))
     if short:
         head += f"; shorter on purpose: {spec.max_tokens_reason}"
     return Estimate(source=SOURCE, summary=head, fits=None, data=data)

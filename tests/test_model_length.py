@@ -70,14 +70,14 @@ def test_truncating_max_tokens_is_refused_with_the_rule(ctx, tmp_path):
     checks = check(ctx, path=str(model_dir(tmp_path)), max_tokens=4096)
     assert checks.refused
     (problem,) = checks.problems
-    assert "model.max_tokens 4096 below the 131072 tokens" in problem and f'"{RULE}"' in problem
+    assert "model.max_tokens 4096 is below the 131072 tokens" in problem and f'"{RULE}"' in problem
     assert "max_tokens_reason" in problem and "--force" in problem
 
 
 def test_short_max_model_len_is_refused_too(ctx, tmp_path):
     checks = check(ctx, path=str(model_dir(tmp_path, "Qwen--Qwen2.5-7B")), max_model_len=32768)
     (problem,) = checks.problems
-    assert "model.max_model_len 32768 below the 131072 tokens" in problem and RULE in problem
+    assert "model.max_model_len 32768 is below the 131072 tokens" in problem and RULE in problem
 
 
 def test_max_model_len_above_the_model_is_an_error_naming_both(ctx, tmp_path):
@@ -112,7 +112,7 @@ def test_generation_config_length_when_config_has_none(ctx, tmp_path):
     del config["max_position_embeddings"]
     (folder / "config.json").write_text(json.dumps(config))
     (problem,) = check(ctx, path=str(folder), max_tokens=8192).problems
-    assert "below the 16384 tokens" in problem and "max_length 16384 in generation_config.json" in problem
+    assert "is below the 16384 tokens" in problem and "max_length 16384 in generation_config.json" in problem
 
 
 def test_unreadable_model_is_a_warning_not_a_crash(ctx, tmp_path, monkeypatch):
@@ -166,3 +166,16 @@ def test_multi_node_on_the_local_cluster_is_refused(ctx):
     job = job_from_mapping({"name": "t", "command": "x", "template": "training", "resources": {"nodes": 2}}, source="t.yaml")
     (problem,) = lifecycle.preflight(ctx, job, ctx.clusters["local"]).problems
     assert "resources.nodes is 2, but cluster 'local' is this one machine" in problem
+
+
+def test_plan_refuses_and_submit_force_goes_through(runjob_cli, runjob_home, tmp_path):
+    import yaml
+
+    spec = {"name": "short", "command": "true", "template": "vllm",
+            "model": {"path": str(model_dir(tmp_path)), "max_tokens": 1024, "serve": False}}
+    (runjob_home / "short.yaml").write_text(yaml.safe_dump(spec))
+    plan = runjob_cli("plan", "short.yaml")
+    assert plan.exit_code == 1 and f'"{RULE}"' in plan.output and "REFUSED" in plan.output
+    assert runjob_cli("submit", "short.yaml", "--yes").exit_code != 0
+    forced = runjob_cli("submit", "short.yaml", "--yes", "--force")
+    assert forced.exit_code == 0, forced.output

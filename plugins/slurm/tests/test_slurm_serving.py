@@ -7,9 +7,11 @@ machine, so "no server outlives the job" is checked in /proc.
 """
 
 import json
-import os
 import shutil
 import subprocess
+import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,55 @@ def test_time_limited_serving_job_is_resumed_and_skips_rows_written(ctx):
     assert 0 < done_before < 110
     assert not any(alive(s["pid"]) for s in servers(ctx, row))
     assert len(servers(ctx, row)) == len(attempts)
+
+
+def test_two_serving_jobs_on_one_node_each_talk_to_their_own_server(ctx):
+    rows_a, _ = submit(ctx, "serve-a", "python3 vllm_client.py 10 0.3", model={"name": "org/model-a"})
+    rows_b, _ = submit(ctx, "serve-b", "python3 vllm_client.py 10 0.3", model={"name": "org/model-b"})
+    monitor.watch(ctx, [rows_a.id, rows_b.id], min_interval=1.0, max_interval=2.0)
+    (a,), (b,) = servers(ctx, rows_a), servers(ctx, rows_b)
+    assert a["port"] != b["port"]
+    for row, name in ((rows_a, "org/model-a"), (rows_b, "org/model-b")):
+        log = log_of(ctx, row)
+        assert ctx.store.latest_attempt(row.id).state == "COMPLETED", log
+        assert f"models: ['{name}']" in log
+
+
+class _OtherServer(BaseHTTPRequestHandler):
+    """Another job's vLLM on the port this job is given: healthy, but /v1 wants its own key."""
+
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_port_taken_by_another_server_is_detected_and_another_one_used(ctx, runjob_home):
+    other = ThreadingHTTPServer(("127.0.0.1", 0), _OtherServer)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    taken = other.server_address[1]
+    # The job's free-port choice (python3 -c '...getsockname...') hands out the taken port once.
+    shim = runjob_home / "project" / "bin" / "python3"
+    shim.write_text(textwrap.dedent("""\
+        #!/bin/bash
+        if [ "$1" = -c ] && [[ "$2" == *getsockname* ]] && [ ! -e "$RUNJOB_JOB_DIR/port-handed" ]; then
+          touch "$RUNJOB_JOB_DIR/port-handed"; echo "$STANDIN_TAKEN_PORT"; exit 0
+        fi
+        exec /usr/bin/python3 "$@"
+        """))
+    shim.chmod(0o755)
+    try:
+        row, _ = submit(ctx, "serve-taken", "python3 vllm_client.py 3 0", env={"STANDIN_TAKEN_PORT": str(taken)})
+        monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=2.0)
+    finally:
+        other.shutdown()
+    log = log_of(ctx, row)
+    assert ctx.store.latest_attempt(row.id).state == "COMPLETED", log
+    assert f"[runjob] port {taken} was taken by another process; starting the server on another port" in log
+    first, second = sorted(servers(ctx, row), key=lambda s: s["port"] != taken)
+    assert first["port"] == taken and second["port"] != taken
+    assert f"client: http://127.0.0.1:{second['port']}/v1" in log
+    assert len(rows_of(ctx, row)) == 3
