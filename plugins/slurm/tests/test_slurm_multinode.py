@@ -18,6 +18,9 @@ JOB = Path(__file__).resolve().parents[3] / "tests" / "data" / "jobs" / "rendezv
 
 @pytest.fixture
 def ctx(runjob_home, slurm_env):
+    partitions = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()
+    assert "multi" in partitions, ("the test cluster has no partition 'multi' (cpu01 + gpu01): "
+                                   "run scripts/test-cluster.sh up from this checkout")
     cluster = slurm_cluster_config(slurm_env, name="under-test")
     write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [cluster])
     work = runjob_home / "project"
