@@ -41,8 +41,10 @@ def supported(job, cluster, context):
     cache = context.scratchpad("model-length")
     key = (cluster.name, job.model.path, job.model.name)
     if key not in cache:
-        transport = context.transport(cluster) if job.model.path else None
-        cache[key] = _model_config.model_length(job, lambda path: transport.read_text(path))
+        # A backend that creates a machine per attempt has no machine yet to read model.path on.
+        readable = job.model.path and not context.backend_info(cluster.type).machine_per_job
+        transport = context.transport(cluster) if readable else None
+        cache[key] = _model_config.model_length(job, lambda path: transport.read_text(path) if transport else None)
     return cache[key]
 
 
