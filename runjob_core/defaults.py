@@ -64,24 +64,6 @@ def runjob_render(job, attempt, cluster, templates, context):
 
 
 @hookimpl(trylast=True)
-def runjob_collect(job, submission, status, dest, context):
-    """After the backend downloaded the results: publish and verify (when ``upload.repo`` is
-    set), then validate. Every step becomes an artifact and an event."""
-    from runjob_core import artifacts
-
-    if not artifacts.main_results_file(dest):
-        return []
-    found = []
-    if job.upload.repo:
-        # The dataset card records the run: its id, attempts and script.
-        row = context.store.get_job(submission.job_id)
-        attempts = len(context.store.attempts(row.id))
-        found += artifacts.publish(dest, job, row, attempts, row.script, submission.cluster)
-    found += artifacts.validate(dest, job)
-    return found
-
-
-@hookimpl(trylast=True)
 def runjob_resume(job, submission, status, context):
     """Resume from the newest complete checkpoint in the job's checkpoint folder.
 

@@ -22,12 +22,12 @@ def runjob_backend_info():
 
 @hookimpl
 def runjob_transport(cluster, context):
-    from runjob_core import sshagent
+    from runjob_core.transport import agent as sshagent
 
     if sshagent.enabled():
-        # runjob commands share one connection per cluster (see runjob_core.sshagent).
+        # runjob commands share one connection per cluster (see runjob_core.transport.agent).
         return sshagent.AgentTransport(cluster)
-    from runjob_core.ssh import SSHTransport
+    from runjob_core.transport.ssh import SSHTransport
 
     return SSHTransport(cluster)
 

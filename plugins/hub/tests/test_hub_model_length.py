@@ -13,7 +13,7 @@ from runjob_core import lifecycle
 from runjob_core.config import job_from_mapping
 from runjob_core.model_length import RULE
 
-CONFIGS = Path(__file__).resolve().parents[1] / "data" / "model_configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "model_configs"
 
 
 @pytest.fixture
