@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import attrs
-
 import pluggy
 
 from runjob_core import templating
