@@ -67,3 +67,25 @@ def test_local_cancel_stops_the_server(ctx):
     lifecycle.cancel(ctx, ctx.store.get_job(row.id))
     wait_until(lambda: not alive(server["pid"]), timeout=30, interval=0.2, what="the server to be gone")
     assert "[runjob] SIGTERM: stopping the command and the vLLM server" in Path(submission.log_path).read_text()
+
+
+def render(ctx, **fields):
+    job = job_from_mapping({"name": "r", "command": "python3 gen.py", "template": "vllm", **fields}, source="r.yaml")
+    return lifecycle.render_preview(ctx, job, ctx.clusters["local"]).script
+
+
+def test_rendered_server_command_quotes_every_value_and_uses_every_gpu(ctx):
+    script = render(ctx, model={"name": "org/m; rm -rf ~", "path": "/models/my model", "max_model_len": 32768,
+                                "dtype": "bfloat16", "serve_args": ["--chat-template", "$(id)"], "startup_timeout": "1h"},
+                    resources={"gpus": 4})
+    assert "runjob_vllm_args=(serve '/models/my model' --served-model-name \"$RUNJOB_MODEL\"" in script
+    assert "export RUNJOB_MODEL='org/m; rm -rf ~'" in script
+    assert "--tensor-parallel-size 4" in script and "--max-model-len 32768" in script and "--dtype bfloat16" in script
+    assert "  --chat-template\n  '$(id)'\n)" in script
+    assert "runjob_vllm_timeout=3600" in script
+
+
+def test_serve_false_keeps_offline_mode(ctx):
+    script = render(ctx, model={"name": "org/m", "serve": False, "max_model_len": 8192})
+    assert "vllm serve" not in script and "runjob_vllm" not in script
+    assert "export RUNJOB_MAX_MODEL_LEN=8192" in script and "\npython3 gen.py\n" in script
