@@ -358,4 +358,7 @@ def collect(context: RunContext, row: JobRow) -> Collected:
         _summary_event(context, row, attempt.n, artifacts)
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
+    from runjob_core.reporting import chain  # the activity log and the dashboard sync
+
+    chain.after_collect(context, row, attempt.n, artifacts)
     return Collected(dest, tuple(artifacts), tuple(problems))

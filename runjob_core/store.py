@@ -87,12 +87,22 @@ CREATE TABLE IF NOT EXISTS artifacts(
     data_json TEXT,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS metrics(
+    job_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    series TEXT NOT NULL,
+    step REAL,
+    ts REAL,
+    value REAL NOT NULL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step);
 """
 
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -101,7 +111,13 @@ OLDEST_COMPATIBLE = 1
 
 #: version -> statements that bring a database of that version to the next one. Version 0
 #: is a database from before versions were kept; its tables are already those of version 1.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {0: ()}
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: (),  # 2 adds the metrics table (metrics history); new tables come from _SCHEMA
+}
+#: Points kept per job, attempt and metric series: past this, every other point is dropped
+#: (first and last kept), so a long run keeps its shape in a bounded table.
+MAX_METRIC_POINTS = 4000
 
 
 def state_dir(cwd: Path | None = None) -> Path:
@@ -491,6 +507,36 @@ class Store:
                         json.loads(r["data_json"]) if r["data_json"] else {}, r["created_at"])
             for r in rows
         ]
+
+    # ------------------------------------------------------------------ metrics history
+
+    def add_metrics(self, job_id: str, attempt: int, points: list[tuple[str, float | None, float | None, float]],
+                    *, source: str) -> None:
+        """Append (series, step, ts, value) points of one attempt, then thin any series that
+        grew past MAX_METRIC_POINTS."""
+        if not points:
+            return
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO metrics(job_id, attempt, series, step, ts, value, source) VALUES (?,?,?,?,?,?,?)",
+                [(job_id, attempt, series, step, ts, value, source) for series, step, ts, value in points])
+            for series in {p[0] for p in points}:
+                count = self._db.execute("SELECT COUNT(*) FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?",
+                                         (job_id, attempt, series)).fetchone()[0]
+                if count > MAX_METRIC_POINTS:
+                    self._db.execute(
+                        "DELETE FROM metrics WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER"
+                        " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?)"
+                        " WHERE rn % 2 = 0 AND rn < ?)", (job_id, attempt, series, count))
+
+    def metrics(self, job_id: str) -> list[tuple[int, str, float | None, float | None, float]]:
+        """(attempt, series, step, ts, value) of a job, by series, attempt and step."""
+        rows = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?"
+                                " ORDER BY series, attempt, step, ts, rowid", (job_id,))
+        return [tuple(r) for r in rows]
+
+    def last_metric_step(self, job_id: str, source: str) -> float | None:
+        return self._db.execute("SELECT MAX(step) FROM metrics WHERE job_id = ? AND source = ?", (job_id, source)).fetchone()[0]
 
     # ------------------------------------------------------------------ helpers
 

@@ -125,7 +125,40 @@ def test_a_database_from_before_schema_versions_is_upgraded_with_its_rows(tmp_pa
         assert reopened.get_job(job).name == "exp"
     finally:
         reopened.close()
-    assert user_version(path) == 1
+    from runjob_core import store as store_module
+
+    assert user_version(path) == store_module.SCHEMA_VERSION
+
+
+def test_a_schema_1_database_gains_the_metrics_table_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "state.db"
+    old = Store(path)
+    job = make_job(old)
+    old._db.execute("DROP TABLE metrics")
+    old._db.execute("PRAGMA user_version = 1")  # as the first versioned runjob left it
+    old.close()
+    reopened = Store(path)
+    try:
+        assert reopened.get_job(job).name == "exp"
+        reopened.add_metrics(job, 1, [("loss", 1.0, 0.0, 2.5)], source="test")
+        assert reopened.metrics(job) == [(1, "loss", 1.0, 0.0, 2.5)]
+    finally:
+        reopened.close()
+    assert user_version(path) == 2
+
+
+def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(tmp_path, monkeypatch):
+    from runjob_core import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_METRIC_POINTS", 10)
+    store = Store(tmp_path / "state.db")
+    job = make_job(store)
+    store.add_metrics(job, 1, [("loss", float(s), None, float(s)) for s in range(11)], source="test")
+    steps = [p[2] for p in store.metrics(job)]
+    assert steps == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]  # 11 > 10: every other point dropped, the last kept
+    store.add_metrics(job, 2, [("loss", 11.0, None, 1.0)], source="test")  # another attempt: its own bound
+    assert len(store.metrics(job)) == 7
+    store.close()
 
 
 def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
@@ -135,14 +168,16 @@ def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
     first = Store(path)
     job = make_job(first)
     first.close()
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {0: (), 1: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
+    current = store_module.SCHEMA_VERSION
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setattr(store_module, "_MIGRATIONS", {**store_module._MIGRATIONS,
+                                                      current: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
     for _ in range(2):  # the second open finds schema 2 and does nothing
         reopened = Store(path)
         assert reopened._db.execute("SELECT priority FROM jobs WHERE id = ?", (job,)).fetchone()[0] == 3
         assert reopened.get_job(job).name == "exp"
         reopened.close()
-    assert user_version(path) == 2
+    assert user_version(path) == current + 1
 
 
 @pytest.mark.parametrize("oldest, usable", [(1, True), (9, False)])

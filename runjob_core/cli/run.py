@@ -22,7 +22,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
     from runjob_core import lifecycle, monitor
     from runjob_core.cli import _show
     from runjob_core.errors import RefusedError
-    from runjob_core.report import build_report
+    from runjob_core.reporting.report import build_report
 
     job = load_job(job_file)
     context = open_context(as_json)
@@ -39,6 +39,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         if checks.refused and not force:
             raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
         row, _submission = lifecycle.submit(context, job, cluster, spec_path=job_file, kind=kind, new=new, confirm=confirm_review(yes))
+        _record_estimates(context, row, checks)
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
         with live:
             monitor.watch(context, [row.id], min_interval=interval, max_interval=_max_interval(cluster.type),
@@ -47,7 +48,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         collected = None
         if row.state == "COMPLETED":
             collected = lifecycle.collect(context, row)
-        report = build_report(context.store, context.store.get_job(row.id))
+        report = build_report(context.store, context.store.get_job(row.id), clusters=context.clusters)
         if as_json:
             print_json(report)
         else:
@@ -56,6 +57,14 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         context.close()
     if row.state != "COMPLETED" or collected is None or not collected.ok:
         sys.exit(1)
+
+
+def _record_estimates(context, row, checks) -> None:
+    """Keep pre-flight's estimates with the job, for the report's estimate-versus-actual."""
+    if not checks.estimates or any(e.kind == "estimates" for e in context.store.events(row.id, kinds=("estimates",))):
+        return
+    items = [{"source": e.source, "summary": e.summary, "fits": e.fits, "data": e.data} for e in checks.estimates]
+    context.store.add_event(row.id, "estimates", f"{len(items)} pre-flight estimates", data={"estimates": items})
 
 
 def _max_interval(backend: str) -> float:

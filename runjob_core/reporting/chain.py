@@ -1,0 +1,45 @@
+"""The end of the artifact chain, after ``lifecycle.collect`` recorded its artifacts: one
+activity-log line per step, then the dashboard rebuilt (the "sync dashboard" step)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runjob_core.reporting import activity
+
+
+def after_collect(context, row, attempt: int, artifacts: list) -> None:
+    by_kind = {a.kind: a for a in artifacts}
+    hub = by_kind.get("hub")
+    checked = by_kind.get("validation")
+    for artifact in artifacts:
+        data: dict[str, Any] = artifact.data or {}
+        label = artifact.kind if artifact.kind == artifact.name else f"{artifact.kind} {artifact.name}"
+        if artifact.kind == "problem":
+            label += f" ({data.get('severity', '?')}): {data.get('message', artifact.location)}"
+        activity.append(context.state_dir, job=f"{row.name} {row.id}", artifact=label, rows=artifact.rows,
+                        token_range=data.get("token_range"), score_range=data.get("score_range"),
+                        hub_url=artifact.location if artifact.kind in ("hub", "verified") else None,
+                        revision=data.get("revision") if artifact.kind == "hub" else None)
+    sync_dashboard(context, row, attempt, summary={
+        "rows": (checked or by_kind.get("results")).rows if (checked or by_kind.get("results")) else None,
+        "token_range": checked.data.get("token_range") if checked else None,
+        "score_range": checked.data.get("score_range") if checked else None,
+        "hub_url": hub.location if hub else None, "revision": hub.data.get("revision") if hub else None})
+
+
+def sync_dashboard(context, row, attempt: int | None, summary: dict[str, Any]) -> None:
+    """Rebuild the dashboard; record that it is in sync (or why not) for this job."""
+    from runjob_core.reporting.dashboard import Builder
+
+    out = context.state_dir / "dashboard"
+    builder = Builder(context.store, out, clusters=context.clusters)
+    try:
+        built = builder.build()
+    except OSError as exc:  # a full or read-only disk: the results are safe, the dashboard is stale
+        context.event(row.id, "dashboard_failed", f"dashboard not rebuilt: {exc}", attempt=attempt)
+        return
+    context.event(row.id, "dashboard_synced", f"dashboard rebuilt: {built['path']} ({built['jobs']} jobs)",
+                  attempt=attempt, path=built["path"])
+    builder.build_job(row.id)  # its page now shows the closing line with "Dashboard synced"
+    activity.append(context.state_dir, job=f"{row.name} {row.id}", artifact="dashboard synced", **summary)
