@@ -111,7 +111,7 @@ def _attempts(attempts, events) -> list[dict[str, Any]]:
             ended += f", exit code {a.exit_code}"
         if errors.get(a.n):
             ended += "; findings: " + ", ".join(dict.fromkeys(errors[a.n]))
-        run = (a.ended_at or time.time()) - a.started_at if a.started_at else None
+        run = (a.ended_at or time.time()) - a.started_at if a.started_at is not None else None
         out.append({"n": a.n, "backend_job_id": a.backend_job_id, "state": a.state, "exit_code": a.exit_code,
                     "reason": a.reason, "submitted_at": a.submitted_at, "started_at": a.started_at, "ended_at": a.ended_at,
                     "run_seconds": round(run, 3) if run is not None else None, "resumed_from": a.resumed_from,
@@ -125,7 +125,7 @@ def _attempts(attempts, events) -> list[dict[str, Any]]:
 
 def _resources(store, row, spec, attempts, clusters, now: float) -> dict[str, Any]:
     gpus = (spec.resources.gpus * max(1, spec.resources.nodes)) if spec else 0
-    seconds = sum(((a.ended_at or now) - a.started_at) for a in attempts if a.started_at)
+    seconds = sum(((a.ended_at or now) - a.started_at) for a in attempts if a.started_at is not None)
     gpu_hours = round(gpus * seconds / 3600, 4)
     price = None
     cluster = clusters.get(row.cluster)
