@@ -136,11 +136,22 @@ def _resources(store, row, spec, attempts, clusters, now: float) -> dict[str, An
     if price is not None:
         cost = round(gpu_hours * price, 2)
     else:  # a backend that rents machines may say what one costs per hour (RunPod)
-        hourly = [(a, float(a.submission.extra["cost_per_hour"])) for a in attempts
-                  if a.started_at and a.submission_json and _is_number(a.submission.extra.get("cost_per_hour"))]
+        hourly = [(a, float(rate)) for a in attempts if a.started_at is not None
+                  and _is_number(rate := _extra(a.submission_json).get("cost_per_hour"))]
         if hourly:
             cost = round(sum(((a.ended_at or now) - a.started_at) / 3600 * rate for a, rate in hourly), 2)
     return {"gpus": gpus, "run_seconds": round(seconds, 3), "gpu_hours": gpu_hours, "gpu_hour_cost": price, "cost": cost}
+
+
+def _extra(submission_json: str | None) -> dict:
+    """Submission.extra without structuring the whole record (the dashboard reads thousands)."""
+    import json
+
+    try:
+        extra = json.loads(submission_json or "{}").get("extra")
+    except (ValueError, AttributeError):
+        return {}
+    return extra if isinstance(extra, dict) else {}
 
 
 def _is_number(value: Any) -> bool:
