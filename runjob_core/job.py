@@ -152,9 +152,11 @@ def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total:
     attempt = int(os.environ.get("RUNJOB_ATTEMPT", "1"))
     finished = rows_done is not None and rows_done == current.get("total")
     size = _append_history(path.parent / HISTORY_FILE, attempt, now, step, rows_done, metrics,
-                           last=None if finished or current.get("attempt") != attempt else current.get("history_at"))
+                           last=None if finished or current.get("attempt") != attempt else current.get("rows_history_at"))
     if size is not None:
-        current["history_bytes"], current["history_at"] = size, now
+        current["history_bytes"] = size
+        if rows_done is not None:
+            current["rows_history_at"] = now
     current["updated_at"] = now
     current["attempt"] = attempt
     _atomic_write(path, json.dumps(current, default=str))
