@@ -529,11 +529,13 @@ class Store:
                         " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?)"
                         " WHERE rn % 2 = 0 AND rn < ?)", (job_id, attempt, series, count))
 
-    def metrics(self, job_id: str) -> list[tuple[int, str, float | None, float | None, float]]:
-        """(attempt, series, step, ts, value) of a job, by series, attempt and step."""
-        rows = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?"
-                                " ORDER BY series, attempt, step, ts, rowid", (job_id,))
-        return [tuple(r) for r in rows]
+    def metrics(self, job_id: str, *, series: tuple[str, ...] = ()) -> list[tuple[int, str, float | None, float | None, float]]:
+        """(attempt, series, step, ts, value) of a job (only *series* if given), by series, attempt and step."""
+        where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
+        cursor = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?" + where +
+                                  " ORDER BY series, attempt, step, ts, rowid", (job_id, *series))
+        cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
+        return cursor.fetchall()
 
     def last_metric_step(self, job_id: str, source: str) -> float | None:
         return self._db.execute("SELECT MAX(step) FROM metrics WHERE job_id = ? AND source = ?", (job_id, source)).fetchone()[0]

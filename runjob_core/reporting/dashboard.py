@@ -14,7 +14,6 @@ import html
 import json
 import os
 import re
-import tempfile
 import time
 from collections import defaultdict
 from importlib import resources
@@ -65,9 +64,10 @@ class Builder:
         jobs = self.store.list_jobs(limit=10**9)
         summaries = []
         for row in jobs:
-            report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache)
+            events = self.store.events(row.id)
+            report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
             summaries.append(_summary(row, report, self.store))
-            self._job_page(row, report)
+            self._job_page(row, report, events)
         _write(self.out / "index.html", self._index(summaries).encode())
         _write(self.out / "clusters.html", self._clusters(jobs, now).encode())
         return {"jobs": len(jobs), "seconds": time.perf_counter() - start, "path": str(self.out / "index.html")}
@@ -79,13 +79,15 @@ class Builder:
 
     # ------------------------------------------------------------------ pages
 
-    def _head(self, title: str) -> str:
+    def _head(self, title: str, stamp: bool = False) -> str:
+        # Only the index says when it was built: an unchanged job page stays byte-identical
+        # and is not rewritten (file operations are most of a rebuild's cost).
+        built = f'<span class="built">built {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</span>' if stamp else ""
         refresh = f'<meta http-equiv="refresh" content="{int(self.refresh)}">' if self.refresh else ""
         return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>{refresh}'
                 '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 '<link rel="stylesheet" href="dashboard.css"></head><body>'
-                '<nav><a href="index.html">Jobs</a> <a href="clusters.html">Clusters</a>'
-                f'<span class="built">built {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</span></nav><main>')
+                f'<nav><a href="index.html">Jobs</a> <a href="clusters.html">Clusters</a>{built}</nav><main>')
 
     _FOOT = '</main><script src="dashboard.js"></script></body></html>'
 
@@ -93,7 +95,7 @@ class Builder:
         counts: dict[str, int] = defaultdict(int)
         for s in summaries:
             counts[s["state"]] += 1
-        parts = [self._head("runjob: jobs"), f"<h1>Jobs ({len(summaries)})</h1>", '<p class="counts">']
+        parts = [self._head("runjob: jobs", stamp=True), f"<h1>Jobs ({len(summaries)})</h1>", '<p class="counts">']
         parts += [f'<span class="state state-{esc(k)}">{esc(k)}: {v}</span> ' for k, v in sorted(counts.items())]
         parts.append('</p><input id="filter" type="search" placeholder="filter jobs" aria-label="filter jobs">')
         columns = ("job", "cluster", "state", "attempts", "elapsed", "GPU-hours", "cost", "rows", "score",
@@ -107,8 +109,8 @@ class Builder:
         parts.append("</tbody></table>" + self._FOOT)
         return "".join(parts)
 
-    def _job_page(self, row, report: dict[str, Any]) -> None:
-        events = self.store.events(row.id)
+    def _job_page(self, row, report: dict[str, Any], events: list | None = None) -> None:
+        events = self.store.events(row.id) if events is None else events
         metrics = self.store.metrics(row.id)
         parts = [self._head(f"runjob: {row.name}"), f"<h1>{esc(row.name)} <small>{esc(row.id)}</small></h1>",
                  f'<p class="headline">{esc(render.headline(report))}</p>']
@@ -313,17 +315,18 @@ def _report_html(report: dict[str, Any]) -> str:
 
 
 def _write(path: Path, data: bytes) -> None:
-    """Replace *path* atomically: a browser reloading mid-build never reads half a page."""
+    """Replace *path* atomically (a browser reloading mid-build never reads half a page; two
+    runjob processes rebuilding at once each write their own temporary file), and only if
+    its bytes changed."""
     try:
         if path.stat().st_size == len(data) and path.read_bytes() == data:
             return
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

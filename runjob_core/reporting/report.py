@@ -26,17 +26,18 @@ CLOSING = "Job complete. Artifacts at HF: {repo}@{revision}. Dashboard synced."
 
 
 def build_report(store, row, *, clusters: dict | None = None, results_dir: Path | None = None,
-                 now: float | None = None, cache: dict | None = None) -> dict[str, Any]:
+                 now: float | None = None, cache: dict | None = None, events: list | None = None,
+                 attempts: list | None = None) -> dict[str, Any]:
     """The report of *row*. *clusters* (name -> ClusterConfig) gives GPU-hour prices where
     a cluster's ``settings.gpu_hour_cost`` sets one; *cache* (a dict kept by the caller)
     spares re-reading results files that did not change (the dashboard rebuilds often)."""
     from runjob_core.lifecycle import results_folder
 
     now = time.time() if now is None else now
-    attempts = store.attempts(row.id)
-    events = store.events(row.id)
+    attempts = store.attempts(row.id) if attempts is None else attempts
+    events = store.events(row.id) if events is None else events
     artifacts = store.artifacts(row.id)
-    spec = _spec(row)
+    spec = _spec(row, cache)
     max_tokens = spec.model.max_tokens if spec else None
     dest = results_dir or results_folder(row)
     summary, samples = results_summary(dest, max_tokens, cache)
@@ -77,13 +78,19 @@ def results_summary(dest: Path, max_tokens: int | None, cache: dict | None = Non
     return found
 
 
-def _spec(row):
+def _spec(row, cache: dict | None = None):
     from runjob_core.errors import RunjobError
 
+    key = ("spec", row.spec_json)
+    if cache is not None and key in cache:
+        return cache[key]
     try:
-        return row.spec
+        spec = row.spec
     except (RunjobError, ValueError):  # a spec another runjob version stored: report without it
-        return None
+        spec = None
+    if cache is not None:
+        cache[key] = spec
+    return spec
 
 
 def hms(seconds: float | None) -> str:
@@ -183,7 +190,7 @@ def _estimate_vs_actual(store, row, spec, events, resources) -> dict[str, Any]:
                         break
                 out.setdefault("summaries", []).append(f"{item.get('source')}: {item.get('summary')}")
     peaks = {}
-    for _n, series, _step, _ts, value in store.metrics(row.id):
+    for _n, series, _step, _ts, value in store.metrics(row.id, series=PEAK_MEMORY_SERIES):
         if series in PEAK_MEMORY_SERIES:
             gib = value / 1024 if series.endswith("_mb") else value
             peaks[series] = max(peaks.get(series, gib), gib)

@@ -69,7 +69,7 @@ def _number(value: Any) -> float | None:
 def _pick(rows: list[dict[str, Any]], names: tuple[str, ...], test) -> str | None:
     """The first candidate column that more than half of the rows have a fitting value for."""
     for name in names:
-        if sum(1 for r in rows if test(r.get(name))) * 2 > len(rows):
+        if sum(1 for r in rows if name in r and test(r[name])) * 2 > len(rows):
             return name
     return None
 
@@ -90,8 +90,7 @@ def summarise(rows: list[dict[str, Any]], *, max_tokens: int | None = None) -> d
         return out
     score_field = _pick(rows, SCORE_FIELDS, lambda v: _number(v) is not None)
     token_field = _pick(rows, TOKEN_FIELDS, _is_int)
-    response_field = _pick(rows, RESPONSE_FIELDS, lambda v: v is None or isinstance(v, str)) or next(
-        (f for f in RESPONSE_FIELDS if any(f in r for r in rows)), None)
+    response_field = _pick(rows, RESPONSE_FIELDS, lambda v: v is None or isinstance(v, str))
     category_field = _pick(rows, CATEGORY_FIELDS, lambda v: isinstance(v, str) and v != "")
     key_field = _pick(rows, KEY_FIELDS, lambda v: v is not None)
     out["fields"] = {"score": score_field, "tokens": token_field, "response": response_field,

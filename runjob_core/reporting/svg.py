@@ -15,7 +15,7 @@ COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#b
 #: Above this many points in one chart, points are drawn as lines only (the page stays light).
 MAX_MARKERS = 1500
 W, H = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 58, 14, 14, 34
+LEFT, RIGHT, TOP, BOTTOM = 58, 14, 20, 34
 
 
 def esc(value: object) -> str:
@@ -32,9 +32,15 @@ def fmt(value: float) -> str:
 
 
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) inside lo..hi, both ends included."""
     if hi == lo:
         return [lo]
-    return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+    raw = (hi - lo) / (n - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(lo / step) * step
+    ticks = [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+    return [t for t in ticks if lo - 1e-12 <= t <= hi + 1e-12] or [lo, hi]
 
 
 def _frame(x_lo: float, x_hi: float, y_lo: float, y_hi: float, x_label: str, y_label: str) -> list[str]:
@@ -79,13 +85,13 @@ def line_chart(title: str, lines: dict[int, list[tuple[float, float]]], *, x_lab
         coords = [(LEFT + (x - x_lo) * sx if sx else LEFT + plot_w / 2, TOP + plot_h - (y - y_lo) * sy) for x, y in pts]
         body.append(f'<polyline class="curve" data-attempt="{attempt}" fill="none" stroke="{colour}" stroke-width="1.6" '
                     'points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
-        if markers:
-            body.extend(f'<circle class="pt" r="2.6" fill="{colour}" cx="{cx:.1f}" cy="{cy:.1f}" data-attempt="{attempt}" '
-                        f'data-step="{esc(fmt(x))}"><title>attempt {attempt}, {esc(x_label)} {esc(fmt(x))}: '
-                        f'{esc(fmt(y))}</title></circle>'
-                        for (x, y), (cx, cy) in zip(pts, coords))
-    legend = [f'<text x="{W - RIGHT - 4}" y="{TOP + 14 + 14 * i}" class="legend" text-anchor="end" '
-              f'fill="{COLOURS[(a - 1) % len(COLOURS)]}">attempt {a}</text>' for i, a in enumerate(sorted(lines))]
+        if markers:  # numbers only below (fmt() output needs no escaping); the value is in data-value
+            body.append(f'<g class="pts" fill="{colour}"><title>attempt {attempt}</title>')
+            body.extend(f'<circle class="pt" r="2.6" cx="{cx:.1f}" cy="{cy:.1f}" data-attempt="{attempt}" '
+                        f'data-step="{fmt(x)}" data-value="{fmt(y)}"/>' for (x, y), (cx, cy) in zip(pts, coords))
+            body.append("</g>")
+    legend = [f'<text x="{W - RIGHT - 70 * i}" y="{TOP - 4}" class="legend" text-anchor="end" '
+              f'fill="{COLOURS[(a - 1) % len(COLOURS)]}">attempt {a}</text>' for i, a in enumerate(sorted(lines, reverse=True))]
     return _svg(title, body + legend, "chart line-chart", f' data-series="{esc(series)}"')
 
 
