@@ -18,13 +18,14 @@ from runjob_core.cli._common import open_context
               help="With --serve: seconds between checks of the state store for changes.")
 def command(out: Path | None, serve: bool, port: int, interval: float) -> None:
     """Build the dashboard: every job, one page per job, GPU-hours by cluster."""
-    from runjob_core.reporting import dashboard
+    from runjob_core.reporting import chain, dashboard
 
     context = open_context(quiet_kinds=("dashboard_synced",))
     try:
         folder = out or context.state_dir / "dashboard"
         builder = dashboard.Builder(context.store, folder, clusters=context.clusters, refresh=int(interval * 2) if serve else None)
         built = builder.build()
+        chain.record_synced(context.store, builder)
         click.echo(f"dashboard: {built['jobs']} jobs in {built['seconds']:.2f} s -> {built['path']}", err=True)
         if serve:
             from runjob_core.reporting.serve import serve as run_server

@@ -43,3 +43,17 @@ def sync_dashboard(context, row, attempt: int | None, summary: dict[str, Any]) -
                   attempt=attempt, path=built["path"])
     builder.build_job(row.id)  # its page now shows the closing line with "Dashboard synced"
     activity.append(context.state_dir, job=f"{row.name} {row.id}", artifact="dashboard synced", **summary)
+
+
+def record_synced(store, builder) -> list[str]:
+    """After a full build: every job collected since its last sync is now in the dashboard.
+    Say so in its activity log and rewrite its page (its closing line can now be true)."""
+    last: dict[str, str] = {}
+    for event in store.events(kinds=("collected", "dashboard_synced")):
+        last[event.job_id] = event.kind
+    pending = [job_id for job_id, kind in last.items() if kind == "collected"]
+    for job_id in pending:
+        store.add_event(job_id, "dashboard_synced", f"dashboard rebuilt: {builder.out / 'index.html'}",
+                        data={"path": str(builder.out / "index.html")})
+        builder.build_job(job_id)
+    return pending

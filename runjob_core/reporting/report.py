@@ -79,6 +79,8 @@ def results_summary(dest: Path, max_tokens: int | None, cache: dict | None = Non
 
 
 def _spec(row, cache: dict | None = None):
+    from cattrs.errors import BaseValidationError
+
     from runjob_core.errors import RunjobError
 
     key = ("spec", row.spec_json)
@@ -86,7 +88,7 @@ def _spec(row, cache: dict | None = None):
         return cache[key]
     try:
         spec = row.spec
-    except (RunjobError, ValueError):  # a spec another runjob version stored: report without it
+    except (RunjobError, ValueError, BaseValidationError):  # a spec another runjob version stored: report without it
         spec = None
     if cache is not None:
         cache[key] = spec
@@ -197,10 +199,6 @@ def _estimate_vs_actual(store, row, spec, events, resources) -> dict[str, Any]:
     if peaks:
         out["peak_memory_gib"] = round(max(peaks.values()), 3)
         out["peak_memory_source"] = "the job's own report (" + ", ".join(sorted(peaks)) + ")"
-    maxrss = [e.data.get("max_rss_bytes") for e in events if _is_number(e.data.get("max_rss_bytes"))]
-    if maxrss:
-        out["peak_memory_gib"] = round(max(float(v) for v in maxrss) / 2**30, 3)
-        out["peak_memory_source"] = "sacct MaxRSS"
     if spec and spec.resources.mem:
         out["requested_memory"] = spec.resources.mem
     return out

@@ -6,9 +6,12 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
+import time
 from pathlib import Path
 
 import click
+
+from runjob_core.reporting import chain
 
 
 def _signature(db: Path) -> tuple:
@@ -28,25 +31,24 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 def serve(builder, db: Path, *, port: int, interval: float) -> None:
+    """HTTP in a thread; the rebuilds here, in the thread that opened the store (SQLite
+    connections belong to their thread). Ctrl-C stops both."""
     handler = functools.partial(_Quiet, directory=str(builder.out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    stop = threading.Event()
-
-    def rebuild() -> None:
-        seen = _signature(db)
-        while not stop.wait(interval):
-            now = _signature(db)
-            if now != seen:
-                seen = now
-                builder.build()
-
-    thread = threading.Thread(target=rebuild, name="runjob-dashboard-rebuild", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, name="runjob-dashboard-http", daemon=True)
     thread.start()
     click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/index.html (Ctrl-C stops)", err=True)
+    seen = _signature(db)
     try:
-        server.serve_forever()
+        while True:
+            time.sleep(interval)
+            now = _signature(db)
+            if now != seen:
+                builder.build()
+                chain.record_synced(builder.store, builder)
+                seen = _signature(db)
     except KeyboardInterrupt:
         pass
     finally:
-        stop.set()
+        server.shutdown()
         server.server_close()

@@ -138,3 +138,19 @@ def test_gpu_hours_and_cost_from_the_cluster_price(tmp_path):
     resources = build_report(store, row, clusters=clusters, results_dir=tmp_path / "none")["resources"]
     assert resources == {"gpus": 8, "run_seconds": 5400.0, "gpu_hours": 12.0, "gpu_hour_cost": 2.5, "cost": 30.0}
     store.close()
+
+
+def test_a_manual_dashboard_build_records_the_sync_of_collected_jobs(tmp_path):
+    from runjob_core.reporting import chain
+    from runjob_core.reporting.dashboard import Builder, page_name
+
+    store = Store(tmp_path / "state.db")
+    row = make_job(store)
+    store.add_event(row.id, "collected", "collected", attempt=1)
+    builder = Builder(store, tmp_path / "site")
+    builder.build()
+    assert "dashboard not built" in (tmp_path / "site" / page_name(row.id)).read_text()
+    assert chain.record_synced(store, builder) == [row.id]
+    assert "dashboard not built" not in (tmp_path / "site" / page_name(row.id)).read_text()
+    assert chain.record_synced(store, builder) == []  # nothing collected since
+    store.close()
