@@ -98,6 +98,11 @@ def main() -> None:
 
         warm_builder = Builder(store, work / "site")
         warm_builder.build()
+        cpu = []
+        for _ in range(args.repeat):  # CPU seconds: what the build costs when the machine is not shared
+            c0 = time.process_time()
+            cold()
+            cpu.append(time.process_time() - c0)
         floor = time_call(raw, args.repeat)
         cold_s = time_call(cold, args.repeat)
         warm_s = time_call(warm_builder.build, args.repeat)
@@ -106,8 +111,11 @@ def main() -> None:
         print(f"\nread every row with sqlite3 (floor) {median_ms(floor):8.0f} ms")
         print(f"dashboard build, cold (empty folder){median_ms(cold_s):8.0f} ms  ({median_ms(cold_s) / median_ms(floor):.1f}x the floor)")
         print(f"rebuild, nothing changed            {median_ms(warm_s):8.0f} ms  ({median_ms(warm_s) / median_ms(floor):.1f}x the floor)")
-        print(f"{pages} pages, {size:.1f} MB; target: cold build <= 2000 ms -> "
-              f"{'met' if median_ms(cold_s) <= 2000 else 'NOT met'}")
+        print(f"cold build, CPU time of this process {median_ms(cpu):8.0f} ms  (the wall time above includes waiting for a "
+              "shared CPU)")
+        print(f"{pages} pages, {size:.1f} MB; target cold build <= 2000 ms: wall {median_ms(cold_s):.0f} ms "
+              f"({'met' if median_ms(cold_s) <= 2000 else 'NOT met'}), CPU {median_ms(cpu):.0f} ms "
+              f"({'met' if median_ms(cpu) <= 2000 else 'NOT met'})")
         store.close()
 
 

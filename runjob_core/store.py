@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS metrics(
     value REAL NOT NULL,
     source TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step);
+CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step, ts, value);
 """
 
 
@@ -533,7 +533,7 @@ class Store:
         """(attempt, series, step, ts, value) of a job (only *series* if given), by series, attempt and step."""
         where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
         cursor = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?" + where +
-                                  " ORDER BY series, attempt, step, ts, rowid", (job_id, *series))
+                                  " ORDER BY series, attempt, step, ts", (job_id, *series))
         cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
         return cursor.fetchall()
 

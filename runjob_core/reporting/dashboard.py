@@ -53,13 +53,14 @@ class Builder:
     def __init__(self, store, out: Path, *, clusters: dict | None = None, refresh: int | None = None) -> None:
         self.store, self.out, self.clusters, self.refresh = store, Path(out), clusters or {}, refresh
         self.cache: dict = {}
+        self._written: dict[Path, int] = {}  # page -> hash of the bytes this builder last wrote there
 
     def build(self) -> dict[str, Any]:
         start = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
         for name in ASSETS:
             data = resources.files("runjob_core").joinpath("data", "dashboard", name).read_bytes()
-            _write(self.out / name, data)
+            self._write(self.out / name, data)
         now = time.time()
         jobs = self.store.list_jobs(limit=10**9)
         summaries = []
@@ -68,14 +69,21 @@ class Builder:
             report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
             summaries.append(_summary(row, report, self.store))
             self._job_page(row, report, events)
-        _write(self.out / "index.html", self._index(summaries).encode())
-        _write(self.out / "clusters.html", self._clusters(jobs, now).encode())
+        self._write(self.out / "index.html", self._index(summaries).encode())
+        self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
         return {"jobs": len(jobs), "seconds": time.perf_counter() - start, "path": str(self.out / "index.html")}
 
     def build_job(self, job_id: str) -> None:
         """Rewrite one job's page (after the sync event, so its report says so)."""
         row = self.store.get_job(job_id)
         self._job_page(row, build_report(self.store, row, clusters=self.clusters, cache=self.cache))
+
+    def _write(self, path: Path, data: bytes) -> None:
+        digest = hash(data)
+        if self._written.get(path) == digest and path.exists():
+            return  # a rebuild (--serve, collect) leaves an unchanged page alone without reading it
+        _write(path, data)
+        self._written[path] = digest
 
     # ------------------------------------------------------------------ pages
 
@@ -137,7 +145,7 @@ class Builder:
         parts.append('<h2>Script</h2><details id="script"><summary>rendered job script</summary><pre>'
                      f'{esc(row.script or "(not rendered yet)")}</pre></details>')
         parts.append(self._FOOT)
-        _write(self.out / page_name(row.id), "".join(parts).encode())
+        self._write(self.out / page_name(row.id), "".join(parts).encode())
 
     def _clusters(self, jobs, now: float) -> str:
         hours: dict[tuple[str, str], float] = defaultdict(float)

@@ -26,14 +26,21 @@ def observe(context, transport, attempt, submission, progress: dict | None, wind
     store = context.store
     size = progress.get("history_bytes") if progress else None
     if isinstance(size, int) and not isinstance(size, bool):
+        seen = context.scratchpad("runjob-core:history-bytes")
+        if seen.get(attempt.job_id) == size:
+            return  # unchanged since the last cycle: not even a store query
         offset = store.offset(attempt.job_id, 0, _STREAM)
-        if size > offset:
+        if offset == size:
+            seen[attempt.job_id] = size
+        elif size > offset:
             path = posixpath.join(posixpath.dirname(submission.progress_path), HISTORY_FILE)
             data = transport.read_from(path, offset, MAX_READ_BYTES)
             cut = data.rfind(b"\n")
             if cut != -1:
                 _store_history(store, attempt, data[: cut + 1])
                 store.set_offset(attempt.job_id, 0, offset + cut + 1, _STREAM)
+                if offset + cut + 1 == size:
+                    seen[attempt.job_id] = size
         return  # the job reports its own metrics: its log lines would only repeat them
     if window:
         _store_log_metrics(context, attempt, window)

@@ -23,12 +23,10 @@ def esc(value: object) -> str:
 
 
 def fmt(value: float) -> str:
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if magnitude >= 1e5 or magnitude < 1e-3:
-        return f"{value:.2e}"
-    return f"{value:.4g}"
+    """A number for an axis or an attribute: integers as they are, else 4 significant digits."""
+    if value == int(value) and abs(value) < 1e9:
+        return str(int(value))
+    return "%.4g" % value
 
 
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -82,14 +80,17 @@ def line_chart(title: str, lines: dict[int, list[tuple[float, float]]], *, x_lab
     markers = len(points) <= MAX_MARKERS
     for attempt, pts in sorted(lines.items()):
         colour = COLOURS[(attempt - 1) % len(COLOURS)]
-        coords = [(LEFT + (x - x_lo) * sx if sx else LEFT + plot_w / 2, TOP + plot_h - (y - y_lo) * sy) for x, y in pts]
+        # Coordinates rounded once, as text: the same strings serve the line and its points.
+        cxs = [f"{LEFT + (x - x_lo) * sx:.1f}" for x, _y in pts] if sx else [f"{LEFT + plot_w / 2:.1f}"] * len(pts)
+        cys = [f"{TOP + plot_h - (y - y_lo) * sy:.1f}" for _x, y in pts]
         body.append(f'<polyline class="curve" data-attempt="{attempt}" fill="none" stroke="{colour}" stroke-width="1.6" '
-                    'points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
-        if markers:  # numbers only below (fmt() output needs no escaping); the value is in data-value
-            body.append(f'<g class="pts" fill="{colour}"><title>attempt {attempt}</title>')
-            body.extend(f'<circle class="pt" r="2.6" cx="{cx:.1f}" cy="{cy:.1f}" data-attempt="{attempt}" '
-                        f'data-step="{fmt(x)}" data-value="{fmt(y)}"/>' for (x, y), (cx, cy) in zip(pts, coords))
-            body.append("</g>")
+                    'points="' + " ".join([f"{cx},{cy}" for cx, cy in zip(cxs, cys)]) + '"/>')
+        if markers:  # numbers only below: fmt() output needs no escaping
+            head = f'<circle class="pt" r="2.6" data-attempt="{attempt}" cx="'
+            steps = [str(int(x)) if x == int(x) else fmt(x) for x, _y in pts]
+            body.append(f'<g class="pts" fill="{colour}"><title>attempt {attempt}</title>'
+                        + "".join([f'{head}{cx}" cy="{cy}" data-step="{step}"/>' for cx, cy, step in zip(cxs, cys, steps)])
+                        + "</g>")
     legend = [f'<text x="{W - RIGHT - 70 * i}" y="{TOP - 4}" class="legend" text-anchor="end" '
               f'fill="{COLOURS[(a - 1) % len(COLOURS)]}">attempt {a}</text>' for i, a in enumerate(sorted(lines, reverse=True))]
     return _svg(title, body + legend, "chart line-chart", f' data-series="{esc(series)}"')

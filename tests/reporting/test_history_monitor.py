@@ -53,8 +53,11 @@ def test_history_is_read_only_when_it_grew_and_from_the_offset(tmp_path):
     more = data + line(2, 3, 1.0)  # the next attempt appends to the same file
     transport.files["/jobs/x/metrics.jsonl"] = more
     history.observe(ctx, transport, Attempt(job, 2), Sub(), {"history_bytes": len(more)}, "")
+    queries = []
+    real_offset = store.offset
+    store.offset = lambda *a, **k: queries.append(a) or real_offset(*a, **k)
     history.observe(ctx, transport, Attempt(job, 2), Sub(), {"history_bytes": len(more)}, "")  # unchanged: no read
-    assert len(transport.reads) == 3
+    assert len(transport.reads) == 3 and queries == []  # ... and not even a store query
     assert [(a, s) for a, _n, s, _t, _v in store.metrics(job)] == [(1, 1.0), (1, 2.0), (2, 3.0)]
     store.close()
 
