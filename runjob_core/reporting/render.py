@@ -53,7 +53,7 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         if est.get("peak_memory_gib") is not None:
             mem.append(f"peak {est['peak_memory_gib']:g} GiB from {est['peak_memory_source']}")
         if est.get("estimated_memory_gib") is not None:
-            mem.append(f"estimated {est['estimated_memory_gib']:g} GiB")
+            mem.append(f"estimated {est['estimated_memory_gib']:g} GiB peak per GPU")
         rows.append(("memory", ", ".join(mem)))
     return rows
 

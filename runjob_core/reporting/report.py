@@ -186,10 +186,8 @@ def _estimate_vs_actual(store, row, spec, events, resources) -> dict[str, Any]:
                 data = item.get("data") or {}
                 if data.get("walltime"):
                     out["estimated_walltime"] = data["walltime"]
-                for key in ("total_gib", "total_gb", "per_gpu_gib"):
-                    if _is_number(data.get(key)):
-                        out["estimated_memory_gib"] = float(data[key])
-                        break
+                if _is_number(data.get("total_gib")):  # the memory estimator's peak per GPU
+                    out["estimated_memory_gib"] = float(data["total_gib"])
                 out.setdefault("summaries", []).append(f"{item.get('source')}: {item.get('summary')}")
     peaks = {}
     for _n, series, _step, _ts, value in store.metrics(row.id, series=PEAK_MEMORY_SERIES):

@@ -154,3 +154,21 @@ def test_a_manual_dashboard_build_records_the_sync_of_collected_jobs(tmp_path):
     assert "dashboard not built" not in (tmp_path / "site" / page_name(row.id)).read_text()
     assert chain.record_synced(store, builder) == []  # nothing collected since
     store.close()
+
+
+def test_estimate_versus_actual_walltime_and_peak_memory(tmp_path):
+    store = Store(tmp_path / "state.db")
+    row = make_job(store, resources={"time": "1:00:00", "mem": "64G"})
+    store.begin_attempt(row.id)
+    store.record_submission(row.id, 1, "{}", "local-1", 100.0)
+    store.update_attempt(row.id, 1, state="COMPLETED", started_at=100.0, ended_at=100.0 + 2 * 3600 + 5)
+    store.add_event(row.id, "estimates", "2 pre-flight estimates", data={"estimates": [
+        {"source": "runjob-core", "summary": "about 00:45:00", "data": {"walltime": "00:45:00"}},
+        {"source": "runjob-estimator", "summary": "fits", "data": {"total_gib": 38.5}}]})
+    store.add_metrics(row.id, 1, [("peak_memory_gb", 1.0, 1.0, 30.25), ("peak_memory_gb", 2.0, 2.0, 41.5)], source="job")
+    estimate = build_report(store, row, results_dir=tmp_path / "none")["estimate"]
+    assert {k: estimate[k] for k in ("actual_walltime", "requested_walltime", "requested_seconds", "estimated_walltime",
+                                     "estimated_memory_gib", "peak_memory_gib", "requested_memory")} == {
+        "actual_walltime": "2:00:05", "requested_walltime": "1:00:00", "requested_seconds": 3600,
+        "estimated_walltime": "00:45:00", "estimated_memory_gib": 38.5, "peak_memory_gib": 41.5, "requested_memory": "64G"}
+    store.close()
