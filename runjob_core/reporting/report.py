@@ -52,10 +52,10 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "samples": samples,
         "resources": _resources(store, row, spec, attempts, clusters or {}, now),
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
-                       "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
+                       "attempt": a.attempt} for a in artifacts if a.kind not in ("problem", "usage")],
     }
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"])
-    report["estimate"] = _estimate_vs_actual(store, row, spec, events, report["resources"])
+    report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
     if row.kind == "canary":
         report["go_no_go"] = _go_no_go(state, report["anomalies"], summary)
     report["closing"] = _closing(row, spec, state, events, artifacts)
@@ -170,7 +170,7 @@ def _is_number(value: Any) -> bool:
         return False
 
 
-def _estimate_vs_actual(store, row, spec, events, resources) -> dict[str, Any]:
+def _estimate_vs_actual(store, row, spec, events, artifacts, resources) -> dict[str, Any]:
     from runjob_core.config import parse_duration
 
     out: dict[str, Any] = {"actual_walltime": hms(resources["run_seconds"]), "actual_seconds": resources["run_seconds"]}
@@ -197,6 +197,10 @@ def _estimate_vs_actual(store, row, spec, events, resources) -> dict[str, Any]:
     if peaks:
         out["peak_memory_gib"] = round(max(peaks.values()), 3)
         out["peak_memory_source"] = "the job's own report (" + ", ".join(sorted(peaks)) + ")"
+    rss = [float(a.data["max_rss_bytes"]) for a in artifacts if a.kind == "usage" and _is_number(a.data.get("max_rss_bytes"))]
+    if rss:  # the scheduler's own account (SLURM: sacct MaxRSS) wins over the job's report
+        out["peak_memory_gib"] = round(max(rss) / 2**30, 3)
+        out["peak_memory_source"] = "sacct MaxRSS"
     if spec and spec.resources.mem:
         out["requested_memory"] = spec.resources.mem
     return out

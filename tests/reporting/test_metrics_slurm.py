@@ -38,6 +38,11 @@ def test_slurm_job_metrics_reach_the_store_and_the_dashboard(ctx, runjob_home):
     assert ctx.store.latest_attempt(row.id).state == "COMPLETED", [e.message for e in ctx.store.events(row.id)]
     loss = [(n, step, value) for n, series, step, _ts, value in ctx.store.metrics(row.id) if series == "loss"]
     assert loss == [(1, float(s), round(2.0 / s ** 0.5, 6)) for s in range(1, 7)]
+    lifecycle.collect(ctx, ctx.store.get_job(row.id))  # sacct's MaxRSS for the report
+    from runjob_core.reporting.report import build_report
+
+    estimate = build_report(ctx.store, ctx.store.get_job(row.id))["estimate"]
+    assert estimate["peak_memory_source"] == "sacct MaxRSS" and 0.001 < estimate["peak_memory_gib"] < 1
     Builder(ctx.store, runjob_home / "site").build()
     page = (runjob_home / "site" / page_name(row.id)).read_text()
     assert page.count('class="pt"') == 6 * 2  # loss and reward, one point per step

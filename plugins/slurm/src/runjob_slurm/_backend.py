@@ -158,10 +158,18 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
         if info.path.endswith(".jsonl"):
             with open(target, "rb") as handle:
                 rows += sum(1 for line in handle if line.strip())
-    if not remote:
-        return []
-    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})]
+    out = []
+    if remote:
+        out.append(Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                            data={"files": [i.path for i in remote], "copied": copied,
+                                  "from": f"{cluster.name}:{submission.results_dir}"}))
+    # Peak memory for the report's estimate-versus-actual (one sacct, at collect only).
+    usage = transport.run(_parse.maxrss_argv(submission.backend_job_id))
+    max_rss = _parse.parse_maxrss(usage.stdout) if usage.ok else None
+    if max_rss is not None:
+        out.append(Artifact(name="usage", kind="usage", location=f"sacct -j {submission.backend_job_id}", source=SOURCE,
+                            data={"max_rss_bytes": max_rss}))
+    return out
 
 
 def check_cluster(cluster, transport) -> list[CheckResult]:

@@ -73,6 +73,31 @@ def sacct_steps_argv(job_id: str) -> list[str]:
     return [*TIME_ENV, "sacct", "-n", "-P", "-o", SACCT_FIELDS, "-j", job_id]
 
 
+def maxrss_argv(job_id: str) -> list[str]:
+    """Peak resident memory of each step of one job (for the report, at collect)."""
+    return ["sacct", "-n", "-P", "-o", "JobID,MaxRSS", "-j", job_id]
+
+
+_RSS_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_maxrss(text: str) -> int | None:
+    """The largest MaxRSS over the steps, in bytes (sacct prints ``3404K``; an empty field
+    is a step without accounting); None when no step has one."""
+    best = None
+    for line in _lines(text):
+        _job, _, raw = line.partition("|")
+        raw = raw.strip()
+        unit = raw[-1:].upper() if raw[-1:].isalpha() else ""
+        number = raw[:-1] if unit else raw
+        try:
+            value = int(float(number) * _RSS_UNITS[unit])
+        except (ValueError, KeyError):
+            continue
+        best = value if best is None else max(best, value)
+    return best
+
+
 def partitions_argv() -> list[str]:
     """Partitions: name (``*`` marks the default), up/down, MaxTime, CPUs and MB per node, GRES."""
     return [*TIME_ENV, "sinfo", "-h", "-o", SINFO_FORMAT]
