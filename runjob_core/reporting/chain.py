@@ -57,3 +57,11 @@ def record_synced(store, builder) -> list[str]:
                         data={"path": str(builder.out / "index.html")})
         builder.build_job(job_id)
     return pending
+
+
+def record_estimates(store, row, checks) -> None:
+    """Keep pre-flight's estimates with the job (once), for the report's estimate-versus-actual."""
+    if not checks.estimates or store.events(row.id, kinds=("estimates",)):
+        return
+    items = [{"source": e.source, "summary": e.summary, "fits": e.fits, "data": e.data} for e in checks.estimates]
+    store.add_event(row.id, "estimates", f"{len(items)} pre-flight estimates", data={"estimates": items})

@@ -48,10 +48,12 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     if est.get("estimated_walltime"):
         parts.append(f"estimated {est['estimated_walltime']}")
     rows.append(("walltime", ", ".join(parts)))
-    if est.get("peak_memory_gib") is not None or est.get("estimated_memory_gib") is not None:
+    if any(est.get(k) is not None for k in ("peak_memory_gib", "gpu_peak_gib", "estimated_memory_gib")):
         mem = []
         if est.get("peak_memory_gib") is not None:
             mem.append(f"peak {est['peak_memory_gib']:g} GiB from {est['peak_memory_source']}")
+        if est.get("gpu_peak_gib") is not None:
+            mem.append(f"GPU peak {est['gpu_peak_gib']:g} GiB ({est['gpu_peak_source']})")
         if est.get("estimated_memory_gib") is not None:
             mem.append(f"estimated {est['estimated_memory_gib']:g} GiB peak per GPU")
         rows.append(("memory", ", ".join(mem)))

@@ -52,7 +52,7 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "samples": samples,
         "resources": _resources(store, row, spec, attempts, clusters or {}, now),
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
-                       "attempt": a.attempt} for a in artifacts if a.kind not in ("problem", "usage")],
+                       "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
     }
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"])
     report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
@@ -197,10 +197,17 @@ def _estimate_vs_actual(store, row, spec, events, artifacts, resources) -> dict[
     if peaks:
         out["peak_memory_gib"] = round(max(peaks.values()), 3)
         out["peak_memory_source"] = "the job's own report (" + ", ".join(sorted(peaks)) + ")"
-    rss = [float(a.data["max_rss_bytes"]) for a in artifacts if a.kind == "usage" and _is_number(a.data.get("max_rss_bytes"))]
-    if rss:  # the scheduler's own account (SLURM: sacct MaxRSS) wins over the job's report
-        out["peak_memory_gib"] = round(max(rss) / 2**30, 3)
-        out["peak_memory_source"] = "sacct MaxRSS"
+    # The measured-memory artifact of a collect (SLURM: sacct MaxRSS, and the GPU peak the log shows).
+    for artifact in (a for a in artifacts if a.kind == "memory"):
+        data = artifact.data
+        if _is_number(data.get("max_rss_gib")):  # the scheduler's own account wins over the job's report
+            out["peak_memory_gib"] = float(data["max_rss_gib"])
+            out["peak_memory_source"] = "sacct MaxRSS"
+        if _is_number(data.get("gpu_peak_gib")):
+            out["gpu_peak_gib"] = float(data["gpu_peak_gib"])
+            out["gpu_peak_source"] = str(data.get("gpu_peak_from") or artifact.source)
+        if _is_number(data.get("estimate_total_gib")) and "estimated_memory_gib" not in out:
+            out["estimated_memory_gib"] = float(data["estimate_total_gib"])
     if spec and spec.resources.mem:
         out["requested_memory"] = spec.resources.mem
     return out

@@ -316,10 +316,8 @@ def test_parse_exit_code():
     assert P.parse_exit_code("") == (None, None)
 
 
-def test_maxrss_is_the_largest_step_in_bytes():
-    from runjob_slurm import _parse
-
-    # Recorded from the test cluster: `sacct -n -P -o JobID,MaxRSS -j 2958` (the job line has none).
-    assert _parse.parse_maxrss("2958|\n2958.batch|3404K\n") == 3404 * 1024
-    assert _parse.parse_maxrss("7|\n7.batch|1.50G\n7.0|812M\n7.extern|0\n") == int(1.5 * (1 << 30))
-    assert _parse.parse_maxrss("7|\n") is None
+def test_max_rss_field_takes_the_largest_step():
+    text = "812|\n812.batch|2048K\n812.extern|1024K\n812.0|1.50G\n"
+    assert P.max_rss_field(text) == "1.50G"
+    assert P.max_rss_field("813|\n813.batch|\n") is None
+    assert P.sacct_maxrss_argv("812") == ["sacct", "-n", "-P", "-o", "JobID,MaxRSS", "-j", "812"]

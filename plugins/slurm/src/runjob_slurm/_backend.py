@@ -31,16 +31,14 @@ def _user(transport, cluster, context) -> str:
     return pad[key]
 
 
-def submit(job, rendered, cluster, context) -> Submission:
-    transport = context.transport(cluster)
-    current = context.current
-    script = f"{current.layout.job_dir}/{rendered.script_name}"
-    argv = ["sbatch", "--parsable", "--chdir", current.layout.job_dir, script]
+def submit(job, attempt, rendered, cluster, transport) -> Submission:
+    script = f"{attempt.layout.job_dir}/{rendered.script_name}"
+    argv = ["sbatch", "--parsable", "--chdir", attempt.layout.job_dir, script]
     result = transport.run(argv, idempotent=False)
     if not result.ok:
         raise BackendError(_explain_rejection(transport, cluster, job, script, result.stderr or result.stdout))
     job_id = _parse.parse_sbatch_parsable(result.stdout)
-    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+    return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
                               extra={"script": script})
 
 
@@ -122,15 +120,15 @@ def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[s
     return statuses
 
 
-def reattach(tag, cluster, context) -> Submission | None:
+def reattach(attempt, cluster, context) -> Submission | None:
+    tag = attempt.tag
     transport = context.transport(cluster)
     queue = transport.run(_parse.squeue_argv(_user(transport, cluster, context)))
     job_id = _parse.find_by_comment(_parse.parse_squeue(queue.stdout), tag) if queue.ok else None
     if job_id is None:
         return None
-    current = context.current
-    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
-                              extra={"script": f"{current.layout.job_dir}/run.sh", "reattached": "1"})
+    return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+                              extra={"script": f"{attempt.layout.job_dir}/run.sh", "reattached": "1"})
 
 
 def cancel(submissions, cluster, context) -> list[str]:
@@ -142,8 +140,9 @@ def cancel(submissions, cluster, context) -> list[str]:
     return ids
 
 
-def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
-    """Download the job's results folder into *dest*, only files that changed."""
+def collect(submission: Submission, dest: Path, context, job=None) -> list[Artifact]:
+    """Download the job's results folder into *dest*, only files that changed; add what the
+    job measured (``memory`` artifact) when its log or sacct says."""
     cluster = context.clusters[submission.cluster]
     transport = context.transport(cluster)
     remote = transport.listdir_recursive(submission.results_dir)
@@ -158,18 +157,23 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
         if info.path.endswith(".jsonl"):
             with open(target, "rb") as handle:
                 rows += sum(1 for line in handle if line.strip())
-    out = []
-    if remote:
-        out.append(Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                            data={"files": [i.path for i in remote], "copied": copied,
-                                  "from": f"{cluster.name}:{submission.results_dir}"}))
-    # Peak memory for the report's estimate-versus-actual (one sacct, at collect only).
-    usage = transport.run(_parse.maxrss_argv(submission.backend_job_id))
-    max_rss = _parse.parse_maxrss(usage.stdout) if usage.ok else None
-    if max_rss is not None:
-        out.append(Artifact(name="usage", kind="usage", location=f"sacct -j {submission.backend_job_id}", source=SOURCE,
-                            data={"max_rss_bytes": max_rss}))
-    return out
+    memory = measured_memory(submission, cluster, transport, job or context.store.get_job(submission.job_id).spec)
+    if not remote:
+        return [memory] if memory else []
+    results = Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                       data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})
+    return [results, memory] if memory else [results]
+
+
+def measured_memory(submission: Submission, cluster, transport, job) -> Artifact | None:
+    """What the job really used: sacct's MaxRSS of its steps and the GPU peak its log
+    reports, next to the estimate of its spec (runjob_core.estimator.measured)."""
+    from runjob_core.estimator import measured
+
+    accounted = transport.run(_parse.sacct_maxrss_argv(submission.backend_job_id))
+    rss = _parse.max_rss_field(accounted.stdout) if accounted.ok else None
+    log = transport.read_text(submission.log_path) or ""
+    return measured.memory_artifact(job, cluster, log, rss, SOURCE)
 
 
 def check_cluster(cluster, transport) -> list[CheckResult]:

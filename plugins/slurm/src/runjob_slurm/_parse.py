@@ -73,29 +73,29 @@ def sacct_steps_argv(job_id: str) -> list[str]:
     return [*TIME_ENV, "sacct", "-n", "-P", "-o", SACCT_FIELDS, "-j", job_id]
 
 
-def maxrss_argv(job_id: str) -> list[str]:
-    """Peak resident memory of each step of one job (for the report, at collect)."""
+def sacct_maxrss_argv(job_id: str) -> list[str]:
+    """Every step of *job_id* with its MaxRSS (the batch step holds a plain script's peak)."""
     return ["sacct", "-n", "-P", "-o", "JobID,MaxRSS", "-j", job_id]
 
 
-_RSS_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_maxrss(text: str) -> int | None:
-    """The largest MaxRSS over the steps, in bytes (sacct prints ``3404K``; an empty field
-    is a step without accounting); None when no step has one."""
-    best = None
+def max_rss_field(text: str) -> str | None:
+    """The largest MaxRSS of ``sacct_maxrss_argv`` output, as sacct wrote it ("123456K"),
+    or None when no step was accounted (jobacct_gather/none leaves the field empty)."""
+    best, best_text = -1.0, None
+    scale = {"K": 1, "M": 1 << 10, "G": 1 << 20, "T": 1 << 30}
     for line in _lines(text):
-        _job, _, raw = line.partition("|")
-        raw = raw.strip()
-        unit = raw[-1:].upper() if raw[-1:].isalpha() else ""
-        number = raw[:-1] if unit else raw
-        try:
-            value = int(float(number) * _RSS_UNITS[unit])
-        except (ValueError, KeyError):
+        _job, _, rss = line.partition("|")
+        rss = rss.strip()
+        if not rss or rss in _EMPTY:
             continue
-        best = value if best is None else max(best, value)
-    return best
+        unit = rss[-1] if rss[-1] in scale else "K"
+        try:
+            value = float(rss.rstrip("KMGT")) * scale[unit]
+        except ValueError:
+            continue
+        if value > best:
+            best, best_text = value, rss
+    return best_text
 
 
 def partitions_argv() -> list[str]:
