@@ -8,10 +8,11 @@ import attrs
 import pytest
 
 from runjob_core import lifecycle, monitor
-from runjob_core.testing import BackendContract, slurm_cluster_config, write_clusters_yaml
+from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
-DATA = Path(__file__).resolve().parents[1] / "data" / "jobs"
+DATA = Path(__file__).resolve().parents[3] / "tests" / "data" / "jobs"
 
 
 @pytest.fixture
