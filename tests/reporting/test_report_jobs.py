@@ -138,6 +138,12 @@ def test_cli_report_md_json_and_events_md(sweep):
     assert "train " in run("events", "train", "--md").stdout and "| hello " not in run("events", "train", "--md").stdout
 
 
+def test_eval_job_page_has_throughput_and_histograms(sweep):
+    page = (sweep["work"] / ".runjob" / "dashboard" / page_name(sweep["ids"]["hello"])).read_text()
+    for series in ("rows/s", "score", "tokens"):  # rows_done over time; the results' scores and lengths
+        assert f'data-series="{series}"' in page
+
+
 def test_dashboard_escapes_what_the_job_printed(sweep):
     page = (sweep["work"] / ".runjob" / "dashboard" / page_name(sweep["ids"]["boom"])).read_text()
     assert "<script>window" not in page and "&lt;script&gt;window.__pwned" in page
