@@ -24,6 +24,7 @@ from runjob_core.reporting import render, svg
 from runjob_core.reporting.report import build_report, hms
 
 ASSETS = ("dashboard.js", "dashboard.css")
+CACHE_FILE = ".results-cache.json"
 #: Metric series drawn as throughput rather than as a curve of their own value.
 THROUGHPUT_SERIES = ("tokens_per_s", "tokens/s", "samples_per_s", "throughput", "train_samples_per_second",
                      "perf/throughput")
@@ -52,7 +53,9 @@ class Builder:
 
     def __init__(self, store, out: Path, *, clusters: dict | None = None, refresh: int | None = None) -> None:
         self.store, self.out, self.clusters, self.refresh = store, Path(out), clusters or {}, refresh
-        self.cache: dict = {}
+        # Results summaries survive the process (collect rebuilds the whole site each time and
+        # must not re-read every job's results): .results-cache.json, entries of this build only.
+        self.cache: dict = _UsedCache(_load_cache(self.out / CACHE_FILE))
         self._written: dict[Path, int] = {}  # page -> hash of the bytes this builder last wrote there
 
     def build(self) -> dict[str, Any]:
@@ -71,6 +74,9 @@ class Builder:
             self._job_page(row, report, events)
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
+        kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
+        self._write(self.out / CACHE_FILE, json.dumps(kept, default=str).encode())
+        self.cache = _UsedCache(kept)
         return {"jobs": len(jobs), "seconds": time.perf_counter() - start, "path": str(self.out / "index.html")}
 
     def build_job(self, job_id: str) -> None:
@@ -168,6 +174,32 @@ class Builder:
             parts.append('<tr><td colspan="3">no GPU time recorded yet (jobs without resources.gpus count none)</td></tr>')
         parts.append("</tbody></table>" + self._FOOT)
         return "".join(parts)
+
+
+class _UsedCache(dict):
+    """A dict that remembers which keys a build looked up or stored."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.used: set = set()
+
+    def __contains__(self, key) -> bool:
+        self.used.add(key)
+        return super().__contains__(key)
+
+    def __setitem__(self, key, value) -> None:
+        self.used.add(key)
+        super().__setitem__(key, value)
+
+
+def _load_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError:  # cut by a full disk, say: it is only a cache
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def build(store, out: Path | None = None, *, clusters: dict | None = None) -> dict[str, Any]:

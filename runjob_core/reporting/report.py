@@ -8,6 +8,7 @@ steps are advice: the report never changes a parameter of the job.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -66,9 +67,11 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
 
 def results_summary(dest: Path, max_tokens: int | None, cache: dict | None = None) -> tuple[dict, list]:
     files = sorted(dest.rglob("*.jsonl")) if dest.is_dir() else []
-    signature = (str(dest), max_tokens, tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    # A string key: the dashboard keeps these summaries on disk between processes.
+    signature = json.dumps([str(dest), max_tokens, [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]])
     if cache is not None and signature in cache:
-        return cache[signature]
+        summary, samples = cache[signature]
+        return summary, samples
     rows, names, bad = results_mod.load_rows(dest)
     summary = results_mod.summarise(rows, max_tokens=max_tokens)
     summary.update(folder=str(dest), files=names, unparsable_lines=bad)

@@ -172,3 +172,27 @@ def test_estimate_versus_actual_walltime_and_peak_memory(tmp_path):
         "actual_walltime": "2:00:05", "requested_walltime": "1:00:00", "requested_seconds": 3600,
         "estimated_walltime": "00:45:00", "estimated_memory_gib": 38.5, "peak_memory_gib": 41.5, "requested_memory": "64G"}
     store.close()
+
+
+def test_a_new_builder_reuses_the_results_summaries_of_the_last_build(tmp_path, monkeypatch):
+    from runjob_core.reporting import dashboard
+    from runjob_core.reporting import results as results_module
+
+    monkeypatch.chdir(tmp_path)
+    store = Store(tmp_path / "state.db")
+    row = make_job(store, name="cached")
+    write_rows(tmp_path / "results" / "cached", known_rows())
+    dashboard.Builder(store, tmp_path / "site").build()
+
+    def no_reading(folder):
+        raise AssertionError(f"read {folder} again")
+
+    monkeypatch.setattr(results_module, "load_rows", no_reading)
+    dashboard.Builder(store, tmp_path / "site").build()  # collect's builder is new each time
+    assert "mean 0.636364" in (tmp_path / "site" / dashboard.page_name(row.id)).read_text()
+    (tmp_path / "results" / "cached" / "results.jsonl").write_text('{"id": 1, "score": 0}\n')  # changed: read again
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    dashboard.Builder(store, tmp_path / "site").build()
+    assert "mean 0, median 0" in (tmp_path / "site" / dashboard.page_name(row.id)).read_text()
+    store.close()
