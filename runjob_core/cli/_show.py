@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 
 import click
 
-from runjob_core.cli._common import console, fmt_duration, print_table
+from runjob_core.cli._common import console, fmt_duration
 
 
 def preflight(checks, as_json: bool) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Iterable
 
 #: One colour per attempt (1-based, cycling): a resumed attempt continues the curve in its own colour.
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f")
