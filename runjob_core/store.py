@@ -554,6 +554,11 @@ class Store:
         cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
         return cursor.fetchall()
 
+    def has_metrics(self, job_id: str, source: str, *, besides: str = "") -> bool:
+        """Whether *source* recorded any series other than *besides* for the job."""
+        return self._db.execute("SELECT 1 FROM metrics WHERE job_id = ? AND source = ? AND series != ? LIMIT 1",
+                                (job_id, source, besides)).fetchone() is not None
+
     def last_metric_step(self, job_id: str, source: str) -> float | None:
         return self._db.execute("SELECT MAX(step) FROM metrics WHERE job_id = ? AND source = ?", (job_id, source)).fetchone()[0]
 

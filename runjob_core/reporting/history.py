@@ -27,26 +27,35 @@ def observe(context, transport, attempt, submission, progress: dict | None, wind
     size = progress.get("history_bytes") if progress else None
     if isinstance(size, int) and not isinstance(size, bool):
         seen = context.scratchpad("runjob-core:history-bytes")
-        if seen.get(attempt.job_id) == size:
-            return  # unchanged since the last cycle: not even a store query
-        offset = store.offset(attempt.job_id, 0, _STREAM)
-        if offset == size:
-            seen[attempt.job_id] = size
-        elif size > offset:
-            path = posixpath.join(posixpath.dirname(submission.progress_path), HISTORY_FILE)
-            data = transport.read_from(path, offset, MAX_READ_BYTES)
-            cut = data.rfind(b"\n")
-            if cut != -1:
-                _store_history(store, attempt, data[: cut + 1])
-                store.set_offset(attempt.job_id, 0, offset + cut + 1, _STREAM)
-                if offset + cut + 1 == size:
-                    seen[attempt.job_id] = size
-        return  # the job reports its own metrics: its log lines would only repeat them
-    if window:
+        if seen.get(attempt.job_id) != size:  # unchanged since the last cycle: not even a store query
+            offset = store.offset(attempt.job_id, 0, _STREAM)
+            if offset == size:
+                seen[attempt.job_id] = size
+            elif size > offset:
+                path = posixpath.join(posixpath.dirname(submission.progress_path), HISTORY_FILE)
+                data = transport.read_from(path, offset, MAX_READ_BYTES)
+                cut = data.rfind(b"\n")
+                if cut != -1:
+                    if _store_history(store, attempt, data[: cut + 1]):
+                        context.scratchpad("runjob-core:job-metrics")[attempt.job_id] = True
+                    store.set_offset(attempt.job_id, 0, offset + cut + 1, _STREAM)
+                    if offset + cut + 1 == size:
+                        seen[attempt.job_id] = size
+    if window and not _reports_own_metrics(context, attempt.job_id):
         _store_log_metrics(context, attempt, window)
 
 
-def _store_history(store, attempt, data: bytes) -> None:
+def _reports_own_metrics(context, job_id: str) -> bool:
+    """A job that records metrics through progress() is not also read from its log (its log
+    lines would repeat them); rows_done alone does not count."""
+    known = context.scratchpad("runjob-core:job-metrics")
+    if job_id not in known:  # once per job per monitor process
+        known[job_id] = context.store.has_metrics(job_id, "job", besides="rows_done")
+    return known[job_id]
+
+
+def _store_history(store, attempt, data: bytes) -> bool:
+    """Store the lines' points; True if any is a metric of the job's own (not rows_done)."""
     by_attempt: dict[int, list] = {}
     for line in data.splitlines():
         try:
@@ -66,6 +75,7 @@ def _store_history(store, attempt, data: bytes) -> None:
             points.append(("rows_done", None, ts, float(entry["rows_done"])))
     for n, points in by_attempt.items():
         store.add_metrics(attempt.job_id, n, points, source="job")
+    return any(p[0] != "rows_done" for points in by_attempt.values() for p in points)
 
 
 def _store_log_metrics(context, attempt, window: str) -> None:

@@ -72,3 +72,20 @@ def test_log_lines_give_metrics_only_without_a_history(tmp_path):
     assert [(a, s, v) for a, _n, s, _t, v in store.metrics(job)] == [(1, 1.0, 2.0), (1, 2.0, 1.0), (2, 3.0, 0.5)]
     assert transport.reads == []
     store.close()
+
+
+def test_rows_alone_in_the_history_do_not_hide_log_metrics(tmp_path):
+    store = Store(tmp_path / "state.db")
+    job = store.create_job(name="x", cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
+    rows = (json.dumps({"attempt": 1, "t": 5.0, "step": None, "rows_done": 10, "m": {}}) + "\n").encode()
+    transport = CountingTransport({"/jobs/x/metrics.jsonl": rows})
+    ctx = Ctx(store)
+    history.observe(ctx, transport, Attempt(job, 1), Sub(), {"history_bytes": len(rows)}, "{'loss': 2.0}\n")
+    assert sorted((s, v) for _a, s, _st, _t, v in store.metrics(job)) == [("loss", 2.0), ("rows_done", 10.0)]
+    more = rows + line(1, 1, 1.0)  # now the job reports a loss itself: its log is no longer parsed
+    transport.files["/jobs/x/metrics.jsonl"] = more
+    history.observe(ctx, transport, Attempt(job, 1), Sub(), {"history_bytes": len(more)}, "{'loss': 9.0}\n")
+    assert 9.0 not in [v for *_rest, v in store.metrics(job)]
+    history.observe(Ctx(store), transport, Attempt(job, 1), Sub(), {"history_bytes": len(more)}, "{'loss': 9.0}\n")
+    assert 9.0 not in [v for *_rest, v in store.metrics(job)]  # a restarted monitor knows it from the store
+    store.close()
