@@ -69,9 +69,10 @@ class Builder:
         summaries = []
         for row in jobs:
             events = self.store.events(row.id)
+            metrics = self.store.metrics(row.id)
             report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
-            summaries.append(_summary(row, report, self.store))
-            self._job_page(row, report, events)
+            summaries.append(_summary(row, report, metrics))
+            self._job_page(row, report, events, metrics)
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
@@ -112,7 +113,7 @@ class Builder:
         parts = [self._head("runjob: jobs", stamp=True), f"<h1>Jobs ({len(summaries)})</h1>", '<p class="counts">']
         parts += [f'<span class="state state-{esc(k)}">{esc(k)}: {v}</span> ' for k, v in sorted(counts.items())]
         parts.append('</p><input id="filter" type="search" placeholder="filter jobs" aria-label="filter jobs">')
-        columns = ("job", "cluster", "state", "attempts", "elapsed", "GPU-hours", "cost", "rows", "score",
+        columns = ("job", "cluster", "state", "attempts", "elapsed", "GPU-hours", "cost", "rows", "score", "curve",
                    "last finding", "Hub")
         parts.append('<table id="jobs" class="sortable"><thead><tr>')
         parts += [f'<th data-type="{"num" if c in ("attempts", "elapsed", "GPU-hours", "cost", "rows", "score") else "text"}">'
@@ -123,9 +124,9 @@ class Builder:
         parts.append("</tbody></table>" + self._FOOT)
         return "".join(parts)
 
-    def _job_page(self, row, report: dict[str, Any], events: list | None = None) -> None:
+    def _job_page(self, row, report: dict[str, Any], events: list | None = None, metrics: list | None = None) -> None:
         events = self.store.events(row.id) if events is None else events
-        metrics = self.store.metrics(row.id)
+        metrics = self.store.metrics(row.id) if metrics is None else metrics
         parts = [self._head(f"runjob: {row.name}"), f"<h1>{esc(row.name)} <small>{esc(row.id)}</small></h1>",
                  f'<p class="headline">{esc(render.headline(report))}</p>']
         closing = report["closing"]
@@ -221,7 +222,17 @@ def _time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-def _summary(row, report: dict[str, Any], store) -> dict[str, Any]:
+def _main_series(metrics: list[tuple]) -> str | None:
+    """The curve that says most about a run: a loss, else a reward, else an accuracy, else any."""
+    names = sorted({m[1] for m in metrics if m[1] != "rows_done" and m[1] not in THROUGHPUT_SERIES})
+    for word in ("loss", "reward", "acc"):
+        found = [n for n in names if word in n]
+        if found:
+            return min(found, key=len)
+    return names[0] if names else None
+
+
+def _summary(row, report: dict[str, Any], metrics: list[tuple]) -> dict[str, Any]:
     attempts = report["attempts"]
     first = min((a["submitted_at"] or a["started_at"] for a in attempts if a["submitted_at"] or a["started_at"]), default=None)
     last = max((a["ended_at"] for a in attempts if a["ended_at"]), default=None)
@@ -236,7 +247,17 @@ def _summary(row, report: dict[str, Any], store) -> dict[str, Any]:
             "gpu_hours": report["resources"]["gpu_hours"], "cost": report["resources"]["cost"], "rows": rows,
             "score": score, "last_finding": findings[-1]["message"] if findings else None,
             "hub": hub["location"] if hub else None, "hub_name": hub["name"] if hub else None,
-            "go": report.get("go_no_go", {}).get("go")}
+            "go": report.get("go_no_go", {}).get("go"), "curve": _curve(row, metrics)}
+
+
+def _curve(row, metrics: list[tuple]) -> tuple[str, str] | None:
+    name = _main_series(metrics)
+    if name is None:
+        return None
+    start = row.created_at
+    points = sorted(((step if step is not None else (ts or start) - start), value)
+                    for _a, series, step, ts, value in metrics if series == name)
+    return name, svg.sparkline(f"{row.name}: {name}", points)
 
 
 def _num_cell(value: float | None, text: str | None = None) -> str:
@@ -259,6 +280,8 @@ def _index_row(s: dict[str, Any]) -> str:
             + _num_cell(s["gpu_hours"], f'{s["gpu_hours"]:.2f}')
             + _num_cell(s["cost"], f'{s["cost"]:.2f}' if s["cost"] is not None else None)
             + _num_cell(s["rows"]) + _num_cell(s["score"], f'{s["score"]:.4g}' if s["score"] is not None else None)
+            + (f'<td class="curve" data-sort="{esc(s["curve"][0])}">{s["curve"][1]}<br><small>{esc(s["curve"][0])}</small></td>'
+               if s["curve"] else '<td class="curve" data-sort="">-</td>')
             + f'<td class="finding">{esc(s["last_finding"] or "-")}</td><td>{hub_cell}</td></tr>')
 
 

@@ -159,3 +159,19 @@ def timeline(title: str, spans: list[tuple[int, float, float, str]], marks: list
                 f'<text x="{W - RIGHT}" y="{base + 26}" class="tick" text-anchor="end">+{esc(fmt(hi - lo))} s</text>')
     return (f'<svg class="chart timeline" viewBox="0 0 {W} {height}" width="{W}" height="{height}" role="img" '
             f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>' + "".join(body) + "</svg>")
+
+
+def sparkline(title: str, points: list[tuple[float, float]], *, width: int = 90, height: int = 22) -> str:
+    """A tiny line for the jobs table (at most 60 points, evenly picked): how a run went, at a glance."""
+    if len(points) < 2:
+        return ""
+    if len(points) > 60:
+        points = [points[round(i * (len(points) - 1) / 59)] for i in range(60)]
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
+    sx = (width - 2) / (x_hi - x_lo) if x_hi > x_lo else 0.0
+    sy = (height - 2) / (y_hi - y_lo) if y_hi > y_lo else 0.0
+    coords = " ".join(f"{1 + (x - x_lo) * sx:.1f},{height - 1 - (y - y_lo) * sy:.1f}" for x, y in points)
+    return (f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title><polyline fill="none" stroke="#2563eb" '
+            f'stroke-width="1.2" points="{coords}"/></svg>')

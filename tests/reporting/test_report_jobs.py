@@ -190,8 +190,10 @@ def test_dashboard_in_a_real_browser(sweep, tmp_path):
         attempts_header = browser.find_elements(By.CSS_SELECTOR, "#jobs thead th")[3]
         attempts_header.click()
         attempts_header.click()  # descending: the resumed job first
-        first = browser.find_element(By.CSS_SELECTOR, "#jobs tbody tr").get_attribute("data-job")
-        assert first == sweep["ids"]["train"]
+        first = browser.find_element(By.CSS_SELECTOR, "#jobs tbody tr")
+        assert first.get_attribute("data-job") == sweep["ids"]["train"]
+        assert first.find_element(By.CSS_SELECTOR, "td.curve").get_attribute("data-sort") == "loss"  # its sparkline
+        assert first.find_element(By.CSS_SELECTOR, "td.curve svg.spark").size["width"] == 90
         browser.save_screenshot(str(tmp_path / "index.png"))
         assert console_errors(browser) == []
         browser.get((out / page_name(sweep["ids"]["train"])).as_uri())
