@@ -220,3 +220,18 @@ def test_dashboard_in_a_real_browser(sweep, tmp_path):
     finally:
         browser.quit()
     print(f"screenshots in {tmp_path}")
+
+
+def test_preflight_estimates_are_kept_for_estimate_versus_actual(runjob_home):
+    context = lifecycle.open_context()
+    try:
+        job = job_from_mapping({"name": "est", "command": "sleep 1", "params": {"num_samples": 600, "throughput_per_s": 10},
+                                "resources": {"time": "0:30"}, "resume": {"auto": False}},
+                               source="est.yaml", base_dir=str(runjob_home))
+        launched = lifecycle.launch(context, job, spec_path="est.yaml", force=True)
+        monitor.watch(context, [launched.row.id], min_interval=0.2, max_interval=1.0)
+        estimate = build_report(context.store, context.store.get_job(launched.row.id))["estimate"]
+    finally:
+        context.close()
+    assert estimate["estimated_walltime"] == "00:01:00" and estimate["requested_walltime"] == "0:30"
+    assert 1 <= estimate["actual_seconds"] < 30
