@@ -196,3 +196,26 @@ def test_a_new_builder_reuses_the_results_summaries_of_the_last_build(tmp_path, 
     dashboard.Builder(store, tmp_path / "site").build()
     assert "mean 0, median 0" in (tmp_path / "site" / dashboard.page_name(row.id)).read_text()
     store.close()
+
+
+def test_cluster_page_sums_gpu_hours_by_cluster_and_week(tmp_path, monkeypatch):
+    import calendar
+    import re
+
+    from runjob_core.reporting.dashboard import Builder
+
+    monkeypatch.chdir(tmp_path)
+    store = Store(tmp_path / "state.db")
+    monday = calendar.timegm((2026, 11, 23, 12, 0, 0))  # ISO week 2026-W48
+    for name, cluster, start, hours, gpus in (("a", "della", monday, 2, 4), ("b", "della", monday + 86400, 1, 4),
+                                               ("c", "della", monday + 7 * 86400, 3, 2), ("d", "<lab>", monday, 5, 1)):
+        row = make_job(store, name=name, resources={"gpus": gpus})
+        store._db.execute("UPDATE jobs SET cluster = ? WHERE id = ?", (cluster, row.id))
+        store.begin_attempt(row.id)
+        store.record_submission(row.id, 1, "{}", "x", start)
+        store.update_attempt(row.id, 1, state="COMPLETED", started_at=start, ended_at=start + hours * 3600)
+    Builder(store, tmp_path / "site").build()
+    page = (tmp_path / "site" / "clusters.html").read_text()
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td data-sort=\"[^\"]*\">(.*?)</td></tr>", page)
+    assert rows == [("&lt;lab&gt;", "2026-W48", "5.00"), ("della", "2026-W48", "12.00"), ("della", "2026-W49", "6.00")]
+    store.close()
