@@ -151,6 +151,7 @@ def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None 
         ("template", job.template), ("model", job.model.path or job.model.name or "-"),
         ("input", job.data.input or "-"), ("output", job.data.output),
         ("max_tokens", str(job.model.max_tokens) if job.model.max_tokens is not None else "-"),
+        ("max_model_len", str(job.model.max_model_len) if job.model.max_model_len is not None else "-"),
         ("params", json.dumps(job.params, sort_keys=True) if job.params else "-"),
         ("command", job.command.strip().splitlines()[0] + (" ..." if len(job.command.strip().splitlines()) > 1 else "")),
     ]
@@ -205,6 +206,9 @@ def launch(
     if checks.refused and not force:
         raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
     row, submission = submit(context, job, cluster, spec_path=spec_path, kind=kind, new=new, confirm=confirm)
+    from runjob_core.reporting import chain  # pre-flight's estimates, for the report's estimate-versus-actual
+
+    chain.record_estimates(context.store, row, checks)
     return Launched(row, submission, checks, kind)
 
 
@@ -514,6 +518,9 @@ def collect(context: RunContext, row: JobRow) -> Collected:
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
     release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
+    from runjob_core.reporting import chain  # the activity log and the dashboard sync
+
+    chain.after_collect(context, row, attempt.n, artifacts)
     return Collected(dest, tuple(artifacts), tuple(problems))
 
 
