@@ -26,6 +26,8 @@ def runjob_transport(cluster, context):
 
 @hookimpl
 def runjob_estimate(job, cluster, context):
+    if cluster.type != "slurm":  # not routed: every plugin sees every job (sinfo on a pod, or on this machine)
+        return None
     from runjob_slurm import _backend
 
     return _backend.check_partition_limits(job, cluster, context)

@@ -1,0 +1,558 @@
+"""The RunPod backend on today's hooks: a pod per attempt, rented at submit, returned at the end.
+
+* submit: find the attempt's pod by name (a crashed submit left one) or create it, trying
+  ``gpu_types`` in order while RunPod answers 400 (no capacity); wait for RUNNING and
+  ``ssh.direct``; write the job's staged files onto it; start the job detached.
+* poll: one ``GET /pods`` for every job of the cluster, plus one SSH command per running
+  pod (exit code, cancel marker, wrapper alive). A pod that is gone, EXITED or ERROR
+  under an unfinished job is LOST. When a job ends its log, progress and results are
+  copied locally (``_state.mirror_root``) and the pod is terminated (unless ``keep_pod``).
+* cancel: TERM the job's process group, copy what it left, terminate the pod.
+* collect: results from that local copy (harvested now if the pod is still there).
+
+Every pod runjob creates has a local record (``_state``) from the moment RunPod returns
+its id, so the ending of a job survives its pod and ``live_pods`` can list what is paid.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from runjob_core.config import parse_duration
+from runjob_core.errors import BackendError, RunjobError, TransportError
+from runjob_core.models import (
+    CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, Estimate, JobStatus, Submission,
+)
+from runjob_runpod import _api, _settings, _ssh, _state
+from runjob_runpod._router import PodRouter, router_of
+
+SOURCE = "runjob-runpod"
+NAME_PREFIX = "runjob-"
+#: How long a pod may take from create to RUNNING with SSH (image pulls take minutes).
+PROVISION_TIMEOUT = 900.0
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def settings_for(cluster, context) -> _settings.RunpodSettings:
+    cache = context.scratchpad(SOURCE + ":settings")
+    key = (cluster.name, cluster.source, repr(cluster.settings), cluster.identity_file, cluster.scratch_path)
+    if key not in cache:
+        cache[key] = _settings.for_cluster(cluster)
+    return cache[key]
+
+
+def client_for(cluster, context, settings: _settings.RunpodSettings | None = None) -> _api.RunpodClient:
+    cache = context.scratchpad(SOURCE + ":clients")
+    client = cache.get(cluster.name)
+    if client is None:
+        settings = settings or settings_for(cluster, context)
+        where = f"clusters.{cluster.name}.settings.api_key_env in {cluster.source}"
+        key = _api.read_api_key(settings.api_key_env, where=where)
+        client = cache[cluster.name] = _api.RunpodClient(settings.api_url, key, key_name=settings.api_key_env)
+    return client
+
+
+def pod_name(tag: str, job_name: str) -> str:
+    # "runjob:rj-abc:2" -> "runjob-rj-abc-2-<job name>": the tag, findable by prefix.
+    return f"{tag_prefix(tag)}{job_name}"[:190]
+
+
+def tag_prefix(tag: str) -> str:
+    return tag.replace(":", "-") + "-"
+
+
+def _public_key(settings: _settings.RunpodSettings, cluster) -> str:
+    private = Path(settings.identity_file).expanduser()
+    public = Path(str(private) + ".pub")
+    where = f"clusters.{cluster.name}.identity_file in {cluster.source}"
+    if not private.is_file():
+        raise BackendError(f"SSH key {private} ({where}) does not exist; create one with: ssh-keygen -t ed25519 -f {private}")
+    try:
+        text = public.read_text().strip()
+    except OSError:
+        raise BackendError(f"{public} is missing: the public half of {private} ({where}) is what the pod is given; "
+                           f"make it with: ssh-keygen -y -f {private} > {public}") from None
+    if not text.startswith(("ssh-", "ecdsa-", "sk-")):
+        raise BackendError(f"{public} does not hold an OpenSSH public key")
+    return text
+
+
+def create_body(settings: _settings.RunpodSettings, *, name: str, gpu_id: str, gpu_count: int, public_key: str,
+                tag: str) -> dict[str, Any]:
+    """A v2 ``CreatePodRequest``."""
+    body: dict[str, Any] = {
+        "name": name, "image": settings.image, "gpu": {"id": gpu_id, "count": gpu_count},
+        "disk": settings.container_disk_gb, "ports": ["22/tcp"],
+        "env": {"PUBLIC_KEY": public_key, "RUNJOB_TAG": tag},
+    }
+    if settings.request_cloud:
+        body["cloud"] = settings.request_cloud
+    if settings.data_centers:
+        body["dataCenterIds"] = list(settings.data_centers)
+    if settings.volume_gb is not None:
+        body["mounts"] = {"persistent": {"size": settings.volume_gb, "path": settings.scratch_path}}
+    elif settings.network_volume_id is not None:
+        body["mounts"] = {"network": [{"volumeId": settings.network_volume_id, "path": settings.scratch_path}]}
+    return body
+
+
+def _gpu_count(job) -> int:
+    # A pod is a GPU pod: a job asking for no GPU still gets one of the listed type.
+    return max(1, job.resources.gpus)
+
+
+# ---------------------------------------------------------------------- estimate
+
+
+def estimate(job, cluster, context) -> Estimate | None:
+    """Price per hour of the first affordable GPU type x GPUs x time limit, against the budget."""
+    settings = settings_for(cluster, context)
+    catalog = {g.id: g for g in client_for(cluster, context, settings).gpu_types()}
+    unknown = [g for g in settings.gpu_types if g not in catalog]
+    if unknown:
+        return Estimate(source=SOURCE, fits=False, summary=f"GPU type {unknown[0]!r} is not in RunPod's catalog",
+                        suggestions=(f"use ids from the catalog, e.g. {', '.join(sorted(catalog)[:4])}",))
+    count = _gpu_count(job)
+    per_hour = {g: catalog[g].price(settings.request_cloud) * count for g in settings.gpu_types}
+    affordable = [g for g in settings.gpu_types if settings.max_usd_per_hour is None or per_hour[g] <= settings.max_usd_per_hour]
+    if not affordable:
+        cheapest = min(per_hour.values())
+        return Estimate(source=SOURCE, fits=False, data={"usd_per_hour": per_hour},
+                        summary=f"every GPU type costs more than max_usd_per_hour={settings.max_usd_per_hour:g} "
+                                f"for {count} GPU(s) (cheapest ${cheapest:.2f}/h)",
+                        suggestions=("raise max_usd_per_hour, ask for fewer GPUs or list a cheaper GPU type",))
+    # The dearest affordable type bounds what the job can cost whichever one has capacity.
+    worst = max(per_hour[g] for g in affordable)
+    data: dict[str, Any] = {"usd_per_hour": {g: per_hour[g] for g in affordable}, "gpus": count,
+                            "vram_gb": {g: catalog[g].memory_gb for g in affordable}}
+    if not job.resources.time:
+        if settings.max_usd_total is not None:
+            return Estimate(source=SOURCE, fits=False, data=data,
+                            summary=f"no time limit, so the cost is unbounded (${worst:.2f}/h) against max_usd_total="
+                                    f"{settings.max_usd_total:g}", suggestions=("set resources.time",))
+        return Estimate(source=SOURCE, fits=None, data=data, summary=f"${worst:.2f}/h on RunPod, no time limit set")
+    hours = parse_duration(job.resources.time) / 3600.0
+    total = worst * hours
+    data["usd_max_total"] = round(total, 2)
+    summary = f"up to ${total:.2f} on RunPod (${worst:.2f}/h x {hours:g} h time limit, {count} GPU(s))"
+    if settings.max_usd_total is not None and total > settings.max_usd_total:
+        return Estimate(source=SOURCE, fits=False, data=data, summary=f"{summary}: over max_usd_total={settings.max_usd_total:g}",
+                        suggestions=("shorten resources.time, use a cheaper GPU type, or raise max_usd_total",))
+    return Estimate(source=SOURCE, fits=True, data=data, summary=summary)
+
+
+# ---------------------------------------------------------------------- submit
+
+
+def submit(job, rendered, cluster, context) -> Submission:
+    settings = settings_for(cluster, context)
+    client = client_for(cluster, context, settings)
+    router = router_of(context, cluster)
+    current = context.current
+    name = pod_name(current.tag, job.name)
+    public_key = _public_key(settings, cluster)
+    existing = [p for p in client.list_pods(name_prefix=tag_prefix(current.tag)) if p.status != _api.TERMINATED]
+    pod = existing[0] if existing else _create(client, settings, job, cluster, context, name, public_key)
+    record = _record_for(pod, current, cluster)
+    _state.save(context.state_dir, record)
+    try:
+        pod = _wait_running(client, pod, context, current)
+        record.ssh_host, record.ssh_port, record.cost_per_hour = pod.ssh_host, pod.ssh_port, pod.cost_per_hour
+        record.started_at = time.time()
+        _state.save(context.state_dir, record)
+        router.remember(record)
+        transport = _connect_when_up(router, record)
+        router.flush(current.job_id, transport)
+        files = _files(current.layout, rendered.script_name, current.attempt)
+        limit = parse_duration(job.resources.time) if job.resources.time else None
+        started = transport.run_shell(_ssh.start_command(files, current.layout.workdir, limit), idempotent=False, timeout=60)
+        if not started.ok:
+            raise BackendError(f"could not start the job on pod {pod.id}: {started.stderr.strip()[:300]}")
+    except TransportError:
+        # Keep the pod: the attempt stays SUBMITTING and the same command finds it by name.
+        raise
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise  # interrupted: the pod is found again by its name when the command is run again
+        _terminate(client, record, context, why="submission failed")
+        router.discard(current.job_id)
+        raise
+    extra = {"pod_id": pod.id, "pod_name": pod.name, "gpu": f"{pod.gpu_count} x {pod.gpu_id}",
+             "usd_per_hour": f"{pod.cost_per_hour:.4f}"}
+    return current.submission(backend="runpod", cluster=cluster.name, backend_job_id=pod.id, source=SOURCE, extra=extra)
+
+
+def _create(client, settings, job, cluster, context, name: str, public_key: str) -> _api.Pod:
+    count = _gpu_count(job)
+    catalog = None
+    if settings.max_usd_per_hour is not None:
+        catalog = {g.id: g for g in client.gpu_types()}
+    refusals: list[str] = []
+    for gpu_id in settings.gpu_types:
+        if catalog is not None and gpu_id in catalog:
+            price = catalog[gpu_id].price(settings.request_cloud) * count
+            if price > settings.max_usd_per_hour:
+                refusals.append(f"{gpu_id}: ${price:.2f}/h is over max_usd_per_hour={settings.max_usd_per_hour:g}")
+                continue
+        body = create_body(settings, name=name, gpu_id=gpu_id, gpu_count=count, public_key=public_key, tag=context.current.tag)
+        try:
+            pod = client.create_pod(body)
+        except _api.Rejected as exc:
+            refusals.append(f"{gpu_id}: {exc.detail}")
+            context.event(context.current.job_id, "provisioning", f"no pod of {count} x {gpu_id}: {exc.detail}; trying the next GPU type",
+                          attempt=context.current.attempt, source=SOURCE)
+            continue
+        except _api.AccountProblem as exc:
+            if exc.status == 403:
+                refusals.append(f"{gpu_id}: {exc.detail}")
+                continue
+            raise
+        context.event(context.current.job_id, "provisioning", f"pod {pod.id} created: {count} x {gpu_id} ({name})",
+                      attempt=context.current.attempt, source=SOURCE, pod_id=pod.id, gpu=gpu_id)
+        return pod
+    message = (f"RunPod placed no pod for {count} GPU(s) of any type in clusters.{cluster.name}.settings.gpu_types: "
+               + "; ".join(refusals) + "; add GPU types, set cloud: any, or try again later")
+    raise BackendError(message)
+
+
+def _record_for(pod: _api.Pod, current, cluster) -> _state.PodRecord:
+    layout = current.layout
+    return _state.PodRecord(
+        tag=current.tag, job_id=current.job_id, attempt=current.attempt, cluster=cluster.name, pod_id=pod.id,
+        pod_name=pod.name, gpu_id=pod.gpu_id, gpu_count=pod.gpu_count, cost_per_hour=pod.cost_per_hour,
+        created_at=time.time(), job_dir=layout.job_dir, workdir=layout.workdir, log_path=layout.log_path,
+        results_dir=layout.results_dir, progress_path=layout.progress_path,
+    )
+
+
+def _wait_running(client, pod: _api.Pod, context, current) -> _api.Pod:
+    deadline = time.monotonic() + PROVISION_TIMEOUT
+    delay, last = 0.2, None
+    while True:
+        if pod.status != last:
+            last = pod.status
+            context.event(current.job_id, "provisioning", f"pod {pod.id}: {pod.status}", attempt=current.attempt, source=SOURCE)
+        if pod.reachable:
+            return pod
+        if pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
+            raise BackendError(f"pod {pod.id} ended ({pod.status}) before it ran; not submitted")
+        if time.monotonic() > deadline:
+            raise BackendError(f"pod {pod.id} was not RUNNING with SSH after {PROVISION_TIMEOUT:.0f} s (status {pod.status}); "
+                               "it was terminated; try another GPU type or data center")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 3.0)
+        try:
+            pod = client.get_pod(pod.id)
+        except _api.PodGone:
+            raise BackendError(f"pod {pod.id} disappeared while starting; not submitted") from None
+
+
+def _connect_when_up(router: PodRouter, record: _state.PodRecord):
+    """The pod's SSH, retried while its sshd comes up (RUNNING can precede it)."""
+    transport = router.pod_transport(record)
+    for delay in (0.5, 1.0, 2.0, 4.0, 8.0, 0):
+        try:
+            transport.run(["true"], timeout=60)
+            return transport
+        except TransportError as exc:
+            if not delay or "host key" in str(exc):
+                raise
+            time.sleep(delay)
+    return transport
+
+
+def _files(layout, script_name: str, attempt: int) -> _ssh.JobFiles:
+    return _ssh.JobFiles(job_dir=layout.job_dir, script=f"{layout.job_dir}/{script_name}", log=layout.log_path, attempt=attempt)
+
+
+def _record_files(record: _state.PodRecord) -> _ssh.JobFiles:
+    return _ssh.JobFiles(job_dir=record.job_dir, script="", log=record.log_path, attempt=record.attempt)
+
+
+# ---------------------------------------------------------------------- reattach
+
+
+def reattach(job, tag, cluster, context) -> Submission | None:
+    """The pod named after *tag*, if its job was started; else None (submit then reuses
+    the pod it finds by the same name, so a rerun never rents a second one)."""
+    client = client_for(cluster, context)
+    found = [p for p in client.list_pods(name_prefix=tag_prefix(tag)) if p.status != _api.TERMINATED]
+    if not found or not found[0].reachable:
+        return None
+    pod, current = found[0], context.current
+    record = _state.load(context.state_dir, tag) or _record_for(pod, current, cluster)
+    record.ssh_host, record.ssh_port, record.cost_per_hour = pod.ssh_host, pod.ssh_port, pod.cost_per_hour
+    router = router_of(context, cluster)
+    router.remember(record)
+    state = _ssh.parse_status(router.pod_transport(record).run_shell(_ssh.status_command(_record_files(record))).stdout)
+    if not state.started:
+        return None
+    _state.save(context.state_dir, record)
+    extra = {"pod_id": pod.id, "pod_name": pod.name, "gpu": f"{pod.gpu_count} x {pod.gpu_id}",
+             "usd_per_hour": f"{pod.cost_per_hour:.4f}"}
+    return current.submission(backend="runpod", cluster=cluster.name, backend_job_id=pod.id, source=SOURCE, extra=extra)
+
+
+# ---------------------------------------------------------------------- poll
+
+
+def _final(record: _state.PodRecord) -> JobStatus:
+    return JobStatus(state=record.final_state, source=SOURCE, exit_code=record.exit_code, reason=record.reason,
+                     started_at=record.started_at, ended_at=record.ended_at, node=record.pod_id)
+
+
+def poll(submissions, cluster, context) -> dict[str, JobStatus]:
+    if not submissions:
+        return {}
+    router = router_of(context, cluster)
+    records = {s.backend_job_id: (_state.load(context.state_dir, s.tag) or None) for s in submissions}
+    answer: dict[str, JobStatus] = {}
+    open_ones = []
+    for sub in submissions:
+        record = records[sub.backend_job_id]
+        if record is not None and record.final_state:
+            answer[sub.backend_job_id] = _final(record)
+        else:
+            open_ones.append(sub)
+    if not open_ones:
+        return answer
+    client = client_for(cluster, context)
+    pods = {p.id: p for p in client.list_pods(name_prefix=NAME_PREFIX)}
+    last = context.scratchpad(SOURCE + ":last")
+    for sub in open_ones:
+        record = records[sub.backend_job_id] or _record_from_submission(sub)
+        pod = pods.get(sub.backend_job_id)
+        status = _status_of(pod, record, router, context, last.get(sub.backend_job_id))
+        last[sub.backend_job_id] = status
+        if status.terminal:
+            _finish(client, cluster, record, status, router, context)
+        answer[sub.backend_job_id] = status
+    return answer
+
+
+def _record_from_submission(sub: Submission) -> _state.PodRecord:
+    extra = sub.extra
+    return _state.PodRecord(
+        tag=sub.tag, job_id=sub.job_id, attempt=sub.attempt, cluster=sub.cluster, pod_id=sub.backend_job_id,
+        pod_name=extra.get("pod_name", ""), gpu_id=None, gpu_count=0, cost_per_hour=float(extra.get("usd_per_hour", 0) or 0),
+        created_at=sub.submitted_at, job_dir=sub.job_dir, workdir=sub.workdir, log_path=sub.log_path,
+        results_dir=sub.results_dir, progress_path=sub.progress_path,
+    )
+
+
+def _status_of(pod, record, router, context, previous: JobStatus | None) -> JobStatus:
+    if pod is None:
+        return JobStatus(state=LOST, source=SOURCE, node=record.pod_id, ended_at=time.time(),
+                         reason=f"pod {record.pod_id} is gone (terminated outside runjob, or RunPod lost its host)")
+    if pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
+        return JobStatus(state=LOST, source=SOURCE, node=pod.id, ended_at=time.time(),
+                         reason=f"pod {pod.id} is {pod.status} under an unfinished job (stopped by RunPod: balance, host failure "
+                                "or reclaim)")
+    if not pod.reachable:
+        return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason=f"pod {pod.status}")
+    if (record.ssh_host, record.ssh_port) != (pod.ssh_host, pod.ssh_port):
+        record.ssh_host, record.ssh_port = pod.ssh_host, pod.ssh_port
+        _state.save(context.state_dir, record)
+    router.remember(record)
+    try:
+        result = router.pod_transport(record).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
+    except TransportError as exc:
+        # One pod unreachable for a moment says nothing about its job: keep the last word.
+        return previous or JobStatus(state=RUNNING, source=SOURCE, node=pod.id, reason=f"pod unreachable: {exc}")
+    state = _ssh.parse_status(result.stdout)
+    started = record.started_at
+    if state.exit_code is not None:
+        code = state.exit_code
+        if state.cancelled:
+            kind = CANCELLED
+        elif code == 0:
+            kind = COMPLETED
+        elif code == _ssh.TIMEOUT_EXIT:
+            kind = TIMEOUT
+        else:
+            kind = FAILED
+        return JobStatus(state=kind, source=SOURCE, exit_code=code, started_at=started, ended_at=time.time(), node=pod.id)
+    if state.alive:
+        return JobStatus(state=RUNNING, source=SOURCE, started_at=started, node=pod.id)
+    if state.cancelled:
+        return JobStatus(state=CANCELLED, source=SOURCE, started_at=started, ended_at=time.time(), node=pod.id)
+    if state.started:
+        return JobStatus(state=LOST, source=SOURCE, started_at=started, ended_at=time.time(), node=pod.id,
+                         reason="the job's process on the pod ended without an exit code (killed)")
+    return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason="starting on the pod")
+
+
+def _finish(client, cluster, record: _state.PodRecord, status: JobStatus, router: PodRouter, context) -> None:
+    """Record the ending, copy what the job left, and return the pod."""
+    settings = settings_for(cluster, context)
+    record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
+    record.ended_at = status.ended_at or time.time()
+    if record.ssh_host and status.state != LOST:
+        _harvest(router, record, context)
+    record.harvested = True
+    _state.save(context.state_dir, record)
+    router.remember(record)
+    if not settings.keep_pod:
+        _terminate(client, record, context, why=f"job {status.state}")
+
+
+def _harvest(router: PodRouter, record: _state.PodRecord, context) -> None:
+    """Copy the log, progress file and results of *record*'s job off its pod."""
+    mirror = _state.mirror_root(context.state_dir, record.job_id)
+    transport = router.pod_transport(record)
+    for path in (record.log_path, record.progress_path):
+        if transport.stat(path) is not None:
+            transport.get_file(path, Path(str(mirror) + path))
+    for info in transport.listdir_recursive(record.results_dir):
+        remote = f"{record.results_dir.rstrip('/')}/{info.path}"
+        transport.get_file(remote, Path(str(mirror) + remote))
+
+
+def _terminate(client, record: _state.PodRecord, context, *, why: str) -> None:
+    client.terminate_pod(record.pod_id)
+    record.terminated_at = time.time()
+    _state.save(context.state_dir, record)
+    cluster = context.clusters.get(record.cluster)
+    if cluster is not None:
+        router_of(context, cluster).drop(record.pod_id)
+    context.event(record.job_id, "pod_terminated",
+                  f"pod {record.pod_id} terminated ({why}); about ${record.accrued_usd():.2f} at ${record.cost_per_hour:.2f}/h",
+                  attempt=record.attempt, source=SOURCE, pod_id=record.pod_id, usd=round(record.accrued_usd(), 4))
+
+
+# ---------------------------------------------------------------------- cancel
+
+
+def cancel(submissions, cluster, context) -> list[str]:
+    client = client_for(cluster, context)
+    router = router_of(context, cluster)
+    done = []
+    for sub in submissions:
+        record = _state.load(context.state_dir, sub.tag) or _record_from_submission(sub)
+        if record.final_state:
+            done.append(sub.backend_job_id)  # already ended: keep its own ending
+            continue
+        status = JobStatus(state=CANCELLED, source=SOURCE, ended_at=time.time(), node=record.pod_id, reason="cancelled")
+        if record.ssh_host and record.live:
+            try:
+                transport = router.pod_transport(record)
+                transport.run_shell(_ssh.cancel_command(_record_files(record)), timeout=60)
+                status = _after_cancel(transport, record) or status
+            except TransportError:
+                pass  # the pod is terminated below either way: that stops the job too
+        record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
+        record.ended_at = status.ended_at or time.time()
+        if record.ssh_host and record.live:
+            try:
+                _harvest(router, record, context)
+            except TransportError:
+                pass  # a log we cannot fetch does not keep a paid pod alive
+        record.harvested = True
+        _state.save(context.state_dir, record)
+        router.remember(record)
+        if record.live and not settings_for(cluster, context).keep_pod:
+            _terminate(client, record, context, why="cancelled")
+        done.append(sub.backend_job_id)
+    return done
+
+
+def _after_cancel(transport, record) -> JobStatus | None:
+    """Wait (up to the kill grace) for the job to go; its own ending if it beat the cancel."""
+    deadline = time.monotonic() + _ssh.KILL_GRACE + 5
+    while time.monotonic() < deadline:
+        state = _ssh.parse_status(transport.run_shell(_ssh.status_command(_record_files(record))).stdout)
+        if state.exit_code is not None and not state.cancelled:
+            kind = COMPLETED if state.exit_code == 0 else FAILED
+            return JobStatus(state=kind, source=SOURCE, exit_code=state.exit_code, ended_at=time.time(), node=record.pod_id)
+        if not state.alive:
+            return None
+        time.sleep(0.3)
+    return None
+
+
+# ---------------------------------------------------------------------- collect
+
+
+def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
+    cluster = context.clusters[submission.cluster]
+    record = _state.load(context.state_dir, submission.tag)
+    if record is None:
+        return []
+    router = router_of(context, cluster)
+    if record.live and not record.harvested and record.ssh_host:
+        _harvest(router, record, context)
+        record.harvested = True
+        _state.save(context.state_dir, record)
+        router.remember(record)
+    if record.live and not settings_for(cluster, context).keep_pod:
+        _terminate(client_for(cluster, context), record, context, why="collected")
+    source = Path(str(_state.mirror_root(context.state_dir, record.job_id)) + record.results_dir)
+    if not source.is_dir():
+        return []
+    import shutil
+
+    copied, rows, files = 0, 0, []
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        rel = path.relative_to(source).as_posix()
+        files.append(rel)
+        target = dest / rel
+        st = path.stat()
+        if not (target.exists() and target.stat().st_size == st.st_size and target.stat().st_mtime >= st.st_mtime):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            copied += 1
+        if path.suffix == ".jsonl":
+            with open(path, "rb") as handle:
+                rows += sum(1 for line in handle if line.strip())
+    if not files:
+        return []
+    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                     data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}",
+                           "usd": round(record.accrued_usd(), 4)})]
+
+
+# ---------------------------------------------------------------------- checks
+
+
+def check_cluster(cluster, context) -> list:
+    """Key accepted (one GET), SSH key pair readable, GPU types in the catalog, budget set."""
+    from runjob_core.models import CheckResult
+
+    def row(check: str, ok: bool, detail: str, fix: str | None = None) -> CheckResult:
+        return CheckResult(check=check, ok=ok, detail=detail, source=SOURCE, fix=None if ok else fix)
+
+    try:
+        settings = settings_for(cluster, context)
+    except RunjobError as exc:
+        return [row("settings", False, str(exc), f"fix the runpod keys of {cluster.name} in {cluster.source}")]
+    rows = [row("settings", True, f"{len(settings.gpu_types)} GPU type(s), cloud {settings.cloud}")]
+    try:
+        catalog = {g.id: g for g in client_for(cluster, context, settings).gpu_types()}
+        rows.append(row("API key", True, f"${settings.api_key_env} accepted by {settings.api_url}"))
+    except RunjobError as exc:
+        rows.append(row("API key", False, str(exc), f"export a valid key as {settings.api_key_env}"))
+        catalog = None
+    try:
+        _public_key(settings, cluster)
+        rows.append(row("SSH key", True, f"{settings.identity_file} and its .pub are readable"))
+    except RunjobError as exc:
+        rows.append(row("SSH key", False, str(exc), f"set clusters.{cluster.name}.identity_file to a key pair"))
+    if catalog is not None:
+        unknown = [g for g in settings.gpu_types if g not in catalog]
+        rows.append(row("GPU types", not unknown,
+                        ", ".join(f"{g} (${catalog[g].price(settings.request_cloud):.2f}/h, {catalog[g].memory_gb} GB)"
+                                  for g in settings.gpu_types if g in catalog) if not unknown else f"not in the catalog: {', '.join(unknown)}",
+                        f"use catalog ids, e.g. {', '.join(sorted(catalog)[:3])}"))
+    budget = settings.max_usd_total is not None and settings.max_usd_per_hour is not None
+    rows.append(row("budget", budget, f"max ${settings.max_usd_per_hour}/h, ${settings.max_usd_total} per job",
+                    f"set max_usd_per_hour and max_usd_total under clusters.{cluster.name}.settings"))
+    return rows
+
+
+def live_pods(context) -> list[_state.PodRecord]:
+    """Pods runjob created and has not terminated, with what they cost so far."""
+    return _state.live_records(context.state_dir)
