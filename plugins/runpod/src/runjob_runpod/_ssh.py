@@ -167,7 +167,10 @@ def parse_status(text: str) -> RemoteState:
 def cancel_command(files: JobFiles) -> str:
     """Mark the attempt cancelled, TERM its process group, KILL it after a grace period."""
     q = shlex.quote
-    return (f"touch {q(files.cancelled)}; p=$(cat {q(files.pid)} 2>/dev/null); "
+    # No marker once the job has its exit code: a late cancel must not rename its ending.
+    return (f"[ -e {q(files.exit)} ] || touch {q(files.cancelled)}; p=$(cat {q(files.pid)} 2>/dev/null); "
             '[ -n "$p" ] && kill -TERM -- -"$p" 2>/dev/null; '
-            f'[ -n "$p" ] && (sleep {KILL_GRACE}; kill -KILL -- -"$p" 2>/dev/null) >/dev/null 2>&1 < /dev/null & '
+            # The whole list in the background with its descriptors closed, or the session
+            # would wait for the grace period.
+            f'{{ [ -n "$p" ] && sleep {KILL_GRACE} && kill -KILL -- -"$p"; }} >/dev/null 2>&1 < /dev/null & '
             "true")

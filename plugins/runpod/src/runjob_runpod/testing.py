@@ -75,6 +75,8 @@ class Fault:
     times: int = 1
     retry_after: int | None = None
     detail: str | None = None
+    #: Carry the request out, then answer the error anyway (a 5xx after a pod was made).
+    after: bool = False
 
 
 @attrs.define
@@ -127,9 +129,9 @@ class FakeRunpod:
     # ------------------------------------------------------------------ steering
 
     def fail(self, status: int, *, method: str | None = None, path: str | None = None, times: int = 1,
-             retry_after: int | None = None, detail: str | None = None) -> None:
+             retry_after: int | None = None, detail: str | None = None, after: bool = False) -> None:
         with self.lock:
-            self.faults.append(Fault(status, method, path, times, retry_after, detail))
+            self.faults.append(Fault(status, method, path, times, retry_after, detail, after))
 
     def lose(self, pod_id: str, how: str = "EXITED") -> None:
         """The pod dies under its job: EXITED (stopped, e.g. balance or host), ERROR, or
@@ -309,35 +311,40 @@ class FakeRunpod:
             for fault in self.faults:
                 if fault.times > 0 and (fault.method in (None, method)) and (fault.path is None or re.search(fault.path, path)):
                     fault.times -= 1
+                    if fault.after:
+                        self._route(method, path, body)
                     if fault.retry_after is not None:
                         extra["Retry-After"] = str(fault.retry_after)
                     default = NO_CAPACITY if fault.status == 400 else _TITLES.get(fault.status, "error").lower()
                     return (*_problem(fault.status, fault.detail or default), extra)
-            if body is _BAD_JSON:
-                return (*_problem(400, "request body is not valid JSON"), extra)
-            if path == "/v2/pods" and method == "GET":
-                for pod in list(self.pods.values()):
-                    self._advance(pod)
-                return 200, {"pods": [self.pod_json(p) for p in self.pods.values()]}, extra
-            if path == "/v2/pods" and method == "POST":
-                return (*self.create(body), extra)
-            if path == "/v2/catalog/gpus" and method == "GET":
-                return 200, {"gpus": self.catalog}, extra
-            match = re.fullmatch(r"/v2/pods/([^/]+)(/action)?", path)
-            if match:
-                pod = self.pods.get(unquote(match.group(1)))
-                if pod is None:
-                    return (*_problem(404, "pod not found"), extra)
-                if match.group(2) and method == "POST":
-                    return (*self.action(pod, body), extra)
-                if not match.group(2) and method == "GET":
-                    self._advance(pod)
-                    return 200, self.pod_json(pod), extra
-                if not match.group(2) and method == "DELETE":
-                    self._delete(pod)
-                    return 204, None, extra
-                return (*_problem(405, f"{method} is not allowed on {path}"), extra)
-            return (*_problem(404, f"no route {method} {path}"), extra)
+            return (*self._route(method, path, body), extra)
+
+    def _route(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        if body is _BAD_JSON:
+            return _problem(400, "request body is not valid JSON")
+        if path == "/v2/pods" and method == "GET":
+            for pod in list(self.pods.values()):
+                self._advance(pod)
+            return 200, {"pods": [self.pod_json(p) for p in self.pods.values()]}
+        if path == "/v2/pods" and method == "POST":
+            return self.create(body)
+        if path == "/v2/catalog/gpus" and method == "GET":
+            return 200, {"gpus": self.catalog}
+        match = re.fullmatch(r"/v2/pods/([^/]+)(/action)?", path)
+        if match:
+            pod = self.pods.get(unquote(match.group(1)))
+            if pod is None:
+                return _problem(404, "pod not found")
+            if match.group(2) and method == "POST":
+                return self.action(pod, body)
+            if not match.group(2) and method == "GET":
+                self._advance(pod)
+                return 200, self.pod_json(pod)
+            if not match.group(2) and method == "DELETE":
+                self._delete(pod)
+                return 204, None
+            return _problem(405, f"{method} is not allowed on {path}")
+        return _problem(404, f"no route {method} {path}")
 
 
 _BAD_JSON = object()
