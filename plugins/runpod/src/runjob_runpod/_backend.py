@@ -322,12 +322,10 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         return answer
     client = client_for(cluster, context)
     pods = {p.id: p for p in client.list_pods(name_prefix=NAME_PREFIX)}
-    last = context.scratchpad(SOURCE + ":last")
     for sub in open_ones:
         record = records[sub.backend_job_id] or _record_from_submission(sub)
         pod = pods.get(sub.backend_job_id)
-        status = _status_of(pod, record, router, context, last.get(sub.backend_job_id))
-        last[sub.backend_job_id] = status
+        status = _status_of(pod, record, router, context)
         if status.terminal:
             _finish(client, cluster, record, status, router, context)
         answer[sub.backend_job_id] = status
@@ -344,7 +342,7 @@ def _record_from_submission(sub: Submission) -> _state.PodRecord:
     )
 
 
-def _status_of(pod, record, router, context, previous: JobStatus | None) -> JobStatus:
+def _status_of(pod, record, router, context) -> JobStatus:
     if pod is None:
         return JobStatus(state=LOST, source=SOURCE, node=record.pod_id, ended_at=time.time(),
                          reason=f"pod {record.pod_id} is gone (terminated outside runjob, or RunPod lost its host)")
@@ -358,11 +356,9 @@ def _status_of(pod, record, router, context, previous: JobStatus | None) -> JobS
         record.ssh_host, record.ssh_port = pod.ssh_host, pod.ssh_port
         _state.save(context.state_dir, record)
     router.remember(record)
-    try:
-        result = router.pod_transport(record).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
-    except TransportError as exc:
-        # One pod unreachable for a moment says nothing about its job: keep the last word.
-        return previous or JobStatus(state=RUNNING, source=SOURCE, node=pod.id, reason=f"pod unreachable: {exc}")
+    # An unreachable pod (or one showing another host key) raises TransportError: today's
+    # monitor then records a transient event for the cycle and reads no log or progress.
+    result = router.pod_transport(record).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
     state = _ssh.parse_status(result.stdout)
     started = record.started_at
     if state.exit_code is not None:

@@ -450,7 +450,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("PATCH")
 
 
-# ---------------------------------------------------------------------- pytest fixture
+# ---------------------------------------------------------------------- for tests
+
+#: GPU types of the test clusters, in order of preference.
+TEST_GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe")
+
+
+def cluster_config(fake: FakeRunpod, identity_file: Path, name: str = "pods", **settings: Any):
+    """A ``type: runpod`` ClusterConfig pointing at *fake* (budget $10/h, $50 per job)."""
+    from runjob_core.models import ClusterConfig
+
+    values = {"api_url": fake.url, "gpu_types": list(TEST_GPUS), "max_usd_per_hour": 10.0, "max_usd_total": 50.0, **settings}
+    return ClusterConfig(name=name, type="runpod", identity_file=str(identity_file), scratch_path=fake.workspace,
+                         settings=values)
+
+
+# ---------------------------------------------------------------------- pytest fixtures
 
 try:
     import pytest
@@ -458,6 +473,17 @@ except ImportError:  # pragma: no cover - the fake also runs outside pytest (ben
     pytest = None  # type: ignore[assignment]
 
 if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def pod_key(tmp_path_factory: Any) -> Path:
+        """An ed25519 key pair for pods (a test cluster's identity_file)."""
+        from runjob_core import execute
+
+        key = tmp_path_factory.mktemp("pod-key") / "id_ed25519"
+        made = execute.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "runjob-runpod-test", "-f", str(key)])
+        if not made.ok:
+            raise RuntimeError(f"ssh-keygen failed: {made.stderr.strip()}")
+        return key
 
     @pytest.fixture
     def fake_runpod(tmp_path_factory: Any, monkeypatch: Any) -> Iterator[FakeRunpod]:

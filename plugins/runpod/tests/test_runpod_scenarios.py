@@ -1,0 +1,183 @@
+"""Whole jobs on the fake RunPod (real HTTP, real sshd pods): the paths that rent and return pods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+
+from runjob_core import lifecycle, monitor
+from runjob_core.testing import wait_until, write_clusters_yaml
+from runjob_runpod import _backend, _state
+
+from runjob_runpod.testing import cluster_config as runpod_cluster
+
+RESULTS_JOB = """
+name: pod-rows
+cluster: pods
+resources: {gpus: 1, time: "30m"}
+command: |
+  echo "pod=$RUNPOD_POD_ID tag=$RUNJOB_TAG"
+  printf '{"id": 1, "response": "a"}\\n{"id": 2, "response": "b"}\\n' > "$RUNJOB_RESULTS/rows.jsonl"
+"""
+
+
+def _setup(home: Path, fake, key, job_text: str = RESULTS_JOB, **settings) -> Path:
+    write_clusters_yaml(home / ".runjob" / "clusters.yaml", [runpod_cluster(fake, key, **settings)])
+    job = home / "job.yaml"
+    job.write_text(job_text)
+    return job
+
+
+def _events(kinds=None):
+    context = lifecycle.open_context()
+    try:
+        return [e for e in context.store.events(None) if kinds is None or e.kind in kinds]
+    finally:
+        context.close()
+
+
+def test_a_job_end_to_end_results_collected_and_pod_terminated(runjob_home, fake_runpod, pod_key, runjob_cli):
+    _setup(runjob_home, fake_runpod, pod_key)
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 0, result.output
+    rows = (runjob_home / "results" / "pod-rows" / "rows.jsonl").read_text().splitlines()
+    assert [json.loads(r)["id"] for r in rows] == [1, 2]
+    (pod,) = fake_runpod.gone.values()
+    assert fake_runpod.live_pods() == []
+    # The pod's env (given at creation) reached the job through /proc/1/environ.
+    log = next((runjob_home / ".runjob" / "runpod" / "mirror").rglob("*.out")).read_text()
+    assert f"pod={pod.id} tag=runjob:" in log
+    terminated = _events({"pod_terminated"})
+    assert [e.data["pod_id"] for e in terminated] == [pod.id]
+    record = _state.all_records(runjob_home / ".runjob")[0]
+    assert (record.final_state, record.exit_code, record.live) == ("COMPLETED", 0, False)
+    # The request carried the v2 fields: one GPU type, cloud, disk, the SSH port, the key.
+    body = pod.body
+    assert body["gpu"] == {"id": "NVIDIA H100 80GB HBM3", "count": 1} and body["ports"] == ["22/tcp"]
+    assert body["env"]["PUBLIC_KEY"] == Path(str(pod_key) + ".pub").read_text().strip()
+    assert body["name"].startswith("runjob-rj-") and body["cloud"] == "SECURE"
+
+
+def test_no_capacity_falls_back_to_the_next_gpu_type(runjob_home, fake_runpod, pod_key, runjob_cli):
+    _setup(runjob_home, fake_runpod, pod_key)
+    fake_runpod.capacity["NVIDIA H100 80GB HBM3"] = 0
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 0, result.output
+    (pod,) = fake_runpod.gone.values()
+    assert pod.gpu["id"] == "NVIDIA A100 80GB PCIe"
+    assert [s for _m, _p, s in fake_runpod.requests("POST", r"^/v2/pods$")] == [400, 201]
+    assert any("trying the next GPU type" in e.message for e in _events({"provisioning"}))
+
+
+def test_no_capacity_anywhere_is_one_line_and_nothing_rented(runjob_home, fake_runpod, pod_key, runjob_cli):
+    _setup(runjob_home, fake_runpod, pod_key)
+    fake_runpod.capacity.update({"NVIDIA H100 80GB HBM3": 0, "NVIDIA A100 80GB PCIe": 0})
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 1
+    assert "placed no pod" in result.output and "Traceback" not in result.output
+    assert fake_runpod.pods == {} and fake_runpod.gone == {}
+
+
+def test_a_429_storm_is_waited_out(runjob_home, fake_runpod, pod_key, runjob_cli):
+    _setup(runjob_home, fake_runpod, pod_key)
+    fake_runpod.fail(429, times=4, retry_after=1)
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 0, result.output
+    assert len([r for r in fake_runpod.log if r[2] == 429]) == 4
+    assert fake_runpod.live_pods() == [] and len(fake_runpod.gone) == 1
+
+
+def test_over_budget_is_refused_before_any_pod(runjob_home, fake_runpod, pod_key, runjob_cli):
+    # 1 x H100 at $2.69/h for 24 h is $64.56: over max_usd_total = 50.
+    _setup(runjob_home, fake_runpod, pod_key, RESULTS_JOB.replace('time: "30m"', 'time: "24h"'))
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 1
+    assert "up to $64.56 on RunPod" in result.output and "max_usd_total=50" in result.output
+    assert fake_runpod.requests("POST") == []
+
+
+def test_a_refused_key_stops_with_one_line(runjob_home, fake_runpod, pod_key, runjob_cli, monkeypatch):
+    _setup(runjob_home, fake_runpod, pod_key)
+    monkeypatch.setenv("RUNPOD_API_KEY", "rp_not_the_right_one")
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 1
+    assert "refused the API key in $RUNPOD_API_KEY" in result.output and "rp_not_the_right_one" not in result.output
+    assert "Traceback" not in result.output and fake_runpod.pods == {}
+
+
+@pytest.mark.parametrize("how", ["EXITED", "TERMINATED"])
+def test_a_pod_lost_under_its_job_is_lost_and_returned(runjob_home, fake_runpod, pod_key, how):
+    job_file = _setup(runjob_home, fake_runpod, pod_key, RESULTS_JOB.replace('echo "pod=', 'sleep 60; echo "pod='))
+    context = lifecycle.open_context()
+    try:
+        job = lifecycle.config.load_job(job_file)
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        monitor.cycle(context, [row.id])
+        assert context.store.latest_attempt(row.id).state == "RUNNING"
+        fake_runpod.lose(submission.backend_job_id, how)
+        monitor.cycle(context, [row.id])
+        latest = context.store.latest_attempt(row.id)
+        assert latest.state == "LOST" and submission.backend_job_id in latest.reason
+    finally:
+        context.close()
+    assert fake_runpod.pods == {}  # an EXITED pod still bills its disk: terminated too
+
+
+def test_killed_while_provisioning_then_run_again_rents_one_pod(runjob_home, fake_runpod, pod_key, monkeypatch):
+    job_file = _setup(runjob_home, fake_runpod, pod_key)
+    real_wait = _backend._wait_running
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the user pressed ^C while the pod was starting
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(_backend, "_wait_running", interrupted)
+    job = lifecycle.config.load_job(job_file)
+    context = lifecycle.open_context()
+    with pytest.raises(KeyboardInterrupt):
+        lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+    context.close()
+    assert len(fake_runpod.pods) == 1
+    context = lifecycle.open_context()
+    try:
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        monitor.watch(context, [row.id], min_interval=0.2, max_interval=1)
+        assert context.store.latest_attempt(row.id).state == "COMPLETED"
+        assert lifecycle.collect(context, context.store.get_job(row.id)).ok
+    finally:
+        context.close()
+    assert len(fake_runpod.requests("POST", r"^/v2/pods$")) == 1
+    assert fake_runpod.pods == {} and list(fake_runpod.gone) == [submission.backend_job_id]
+
+
+def test_a_changed_host_key_is_refused(runjob_home, fake_runpod, pod_key):
+    job_file = _setup(runjob_home, fake_runpod, pod_key, RESULTS_JOB.replace('echo "pod=', 'sleep 60; echo "pod='))
+    context = lifecycle.open_context()
+    try:
+        job = lifecycle.config.load_job(job_file)
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        context.close()  # drop the open connection: the next one meets the new key
+        fake_runpod.rekey(submission.backend_job_id)
+        monitor.cycle(context, [row.id])
+        transient = [e for e in context.store.events(row.id) if e.kind == "transient"]
+        assert transient and "showed a different host key than the one runjob pinned" in transient[-1].message
+        assert lifecycle.cancel(context, context.store.get_job(row.id))
+    finally:
+        context.close()
+    assert fake_runpod.pods == {}
+
+
+def test_keep_pod_leaves_the_pod_and_says_so(runjob_home, fake_runpod, pod_key, runjob_cli):
+    _setup(runjob_home, fake_runpod, pod_key, keep_pod=True)
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 0, result.output
+    (live,) = _state.live_records(runjob_home / ".runjob")
+    assert [p.id for p in fake_runpod.live_pods()] == [live.pod_id]
+    fake_runpod.pods[live.pod_id].machine.kill()
+    fake_runpod._delete(fake_runpod.pods[live.pod_id])  # the user returns it (runjob never would with keep_pod)
