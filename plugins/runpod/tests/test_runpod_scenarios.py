@@ -109,8 +109,9 @@ def test_a_refused_key_stops_with_one_line(runjob_home, fake_runpod, pod_key, ru
 
 
 @pytest.mark.parametrize("how", ["EXITED", "TERMINATED"])
-def test_a_pod_lost_under_its_job_is_lost_and_returned(runjob_home, fake_runpod, pod_key, how):
-    job_file = _setup(runjob_home, fake_runpod, pod_key, RESULTS_JOB.replace('echo "pod=', 'sleep 60; echo "pod='))
+def test_a_pod_lost_under_its_job_is_a_lost_node_and_returned(runjob_home, fake_runpod, pod_key, how):
+    text = RESULTS_JOB.replace('echo "pod=', 'sleep 60; echo "pod=') + "resume: {auto: false}\n"
+    job_file = _setup(runjob_home, fake_runpod, pod_key, text)
     context = lifecycle.open_context()
     try:
         job = lifecycle.config.load_job(job_file)
@@ -120,7 +121,8 @@ def test_a_pod_lost_under_its_job_is_lost_and_returned(runjob_home, fake_runpod,
         fake_runpod.lose(submission.backend_job_id, how)
         monitor.cycle(context, [row.id])
         latest = context.store.latest_attempt(row.id)
-        assert latest.state == "LOST" and submission.backend_job_id in latest.reason
+        assert latest.state == "NODE_FAIL" and submission.backend_job_id in latest.reason, (latest.state, latest.reason)
+        assert [e.kind for e in context.store.events(row.id, kinds=("resume_skipped", "resuming"))] == ["resume_skipped"]
     finally:
         context.close()
     assert fake_runpod.pods == {}  # an EXITED pod still bills its disk: terminated too
@@ -181,3 +183,49 @@ def test_keep_pod_leaves_the_pod_and_says_so(runjob_home, fake_runpod, pod_key, 
     assert [p.id for p in fake_runpod.live_pods()] == [live.pod_id]
     fake_runpod.pods[live.pod_id].machine.kill()
     fake_runpod._delete(fake_runpod.pods[live.pod_id])  # the user returns it (runjob never would with keep_pod)
+
+
+RESUMING_JOB = """
+name: pod-resume
+cluster: pods
+resources: {gpus: 1, time: "30m"}
+command: |
+  ck="$RUNJOB_CHECKPOINT_DIR/step"
+  if [ -f "$ck" ]; then
+    echo "resumed from step $(cat "$ck") on $RUNPOD_POD_ID"
+    printf '{"id": 2}\\n' >> "$RUNJOB_RESULTS/rows.jsonl"
+    exit 0
+  fi
+  printf '{"id": 1}\\n' > "$RUNJOB_RESULTS/rows.jsonl"
+  echo 5 > "$ck"
+  printf '{"step": 5, "rows_done": 1}' > "$RUNJOB_PROGRESS"
+  sleep 300
+"""
+
+
+def test_a_lost_pod_is_resumed_on_a_new_pod_from_its_network_volume(runjob_home, fake_runpod, pod_key):
+    job_file = _setup(runjob_home, fake_runpod, pod_key, RESUMING_JOB, network_volume_id="vol_runjob_test")
+    context = lifecycle.open_context()
+    try:
+        job = lifecycle.config.load_job(job_file)
+        row, first = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+
+        def checkpointed():
+            monitor.cycle(context, [row.id])
+            return context.store.latest_attempt(row.id).step == 5
+
+        wait_until(checkpointed, what="the first attempt's checkpoint")
+        fake_runpod.lose(first.backend_job_id, "TERMINATED")  # the host is gone, and the pod with it
+        monitor.watch(context, [row.id], min_interval=0.2, max_interval=1)
+        attempts = context.store.attempts(row.id)
+        assert [(a.n, a.state) for a in attempts] == [(1, "NODE_FAIL"), (2, "COMPLETED")]
+        assert attempts[1].backend_job_id != first.backend_job_id
+        resuming = [e.message for e in context.store.events(row.id, kinds=("resuming",))]
+        assert len(resuming) == 1 and "network volume vol_runjob_test" in resuming[0]
+        collected = lifecycle.collect(context, context.store.get_job(row.id))
+        assert collected.ok
+    finally:
+        context.close()
+    rows = (runjob_home / "results" / "pod-resume" / "rows.jsonl").read_text().splitlines()
+    assert [json.loads(r)["id"] for r in rows] == [1, 2]
+    assert fake_runpod.pods == {} and len(fake_runpod.gone) == 2

@@ -68,6 +68,13 @@ def runjob_collect(submission, status, dest, context):
 
 
 @hookimpl
+def runjob_resume(submission, status, context):
+    from runjob_runpod import _backend
+
+    return _backend.resume(submission, status, context)
+
+
+@hookimpl
 def runjob_check_cluster(cluster, transport, context):
     from runjob_runpod import _backend
 

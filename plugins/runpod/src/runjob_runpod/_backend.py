@@ -5,7 +5,7 @@
   ``ssh.direct``; write the job's staged files onto it; start the job detached.
 * poll: one ``GET /pods`` for every job of the cluster, plus one SSH command per running
   pod (exit code, cancel marker, wrapper alive). A pod that is gone, EXITED or ERROR
-  under an unfinished job is LOST. When a job ends its log, progress and results are
+  under an unfinished job lost its machine (NODE_FAIL, resumed on a new pod). When a job ends its log, progress and results are
   copied locally (``_state.mirror_root``) and the pod is terminated (unless ``keep_pod``).
 * cancel: TERM the job's process group, copy what it left, terminate the pod.
 * collect: results from that local copy (harvested now if the pod is still there).
@@ -23,7 +23,8 @@ from typing import Any
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
-    CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, Estimate, JobStatus, Submission,
+    CANCELLED, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, RUNNING, TIMEOUT, Artifact, Estimate, JobStatus, ResumePlan,
+    Submission,
 )
 from runjob_runpod import _api, _settings, _ssh, _state
 from runjob_runpod._router import PodRouter, router_of
@@ -327,7 +328,7 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         pod = pods.get(sub.backend_job_id)
         status = _status_of(pod, record, router, context)
         if status.terminal:
-            _finish(client, cluster, record, status, router, context)
+            _finish(client, cluster, record, status, router, context, harvest=pod is not None and pod.reachable)
         answer[sub.backend_job_id] = status
     return answer
 
@@ -343,11 +344,13 @@ def _record_from_submission(sub: Submission) -> _state.PodRecord:
 
 
 def _status_of(pod, record, router, context) -> JobStatus:
+    # A pod that vanished or stopped under its job is a lost machine. Today's core resumes
+    # NODE_FAIL and never LOST, and this is what NODE_FAIL means: the node went away.
     if pod is None:
-        return JobStatus(state=LOST, source=SOURCE, node=record.pod_id, ended_at=time.time(),
+        return JobStatus(state=NODE_FAIL, source=SOURCE, node=record.pod_id, ended_at=time.time(),
                          reason=f"pod {record.pod_id} is gone (terminated outside runjob, or RunPod lost its host)")
     if pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
-        return JobStatus(state=LOST, source=SOURCE, node=pod.id, ended_at=time.time(),
+        return JobStatus(state=NODE_FAIL, source=SOURCE, node=pod.id, ended_at=time.time(),
                          reason=f"pod {pod.id} is {pod.status} under an unfinished job (stopped by RunPod: balance, host failure "
                                 "or reclaim)")
     if not pod.reachable:
@@ -382,12 +385,13 @@ def _status_of(pod, record, router, context) -> JobStatus:
     return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason="starting on the pod")
 
 
-def _finish(client, cluster, record: _state.PodRecord, status: JobStatus, router: PodRouter, context) -> None:
-    """Record the ending, copy what the job left, and return the pod."""
+def _finish(client, cluster, record: _state.PodRecord, status: JobStatus, router: PodRouter, context, *,
+            harvest: bool) -> None:
+    """Record the ending, copy what the job left (if its pod is still up), return the pod."""
     settings = settings_for(cluster, context)
     record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
     record.ended_at = status.ended_at or time.time()
-    if record.ssh_host and status.state != LOST:
+    if harvest and record.ssh_host:
         _harvest(router, record, context)
     record.harvested = True
     _state.save(context.state_dir, record)
@@ -552,3 +556,22 @@ def check_cluster(cluster, context) -> list:
 def live_pods(context) -> list[_state.PodRecord]:
     """Pods runjob created and has not terminated, with what they cost so far."""
     return _state.live_records(context.state_dir)
+
+
+# ---------------------------------------------------------------------- resume
+
+
+def resume(submission: Submission, status: JobStatus, context) -> ResumePlan | None:
+    """How a job continues on a new pod. A pod's own disk goes with the pod: only a network
+    volume mounted at scratch_path (or what the job pushed to the Hub) survives. On a
+    volume the job folder, results and checkpoints are there again on the new pod, where
+    the job finds its checkpoint itself (no pod runs now to look for it)."""
+    cluster = context.clusters.get(submission.cluster)
+    if cluster is None or status.state not in (NODE_FAIL, TIMEOUT):
+        return None
+    settings = settings_for(cluster, context)
+    if settings.network_volume_id:
+        return ResumePlan(source=SOURCE, reason=f"results and checkpoints are on network volume {settings.network_volume_id}, "
+                          f"mounted at {settings.scratch_path} on the new pod")
+    return ResumePlan(source=SOURCE, reason="the pod's disk went with the pod: the work on it is lost, the new pod starts "
+                      "from the beginning (set network_volume_id, or push checkpoints to the Hub, to keep work across pods)")

@@ -95,6 +95,9 @@ class PodRouter(Transport):
                        "only while a job runs on it")
             raise TransportError(message)
         record = self.record(job_id)
+        current = getattr(self.context, "current", None)
+        if current is not None and current.job_id == job_id and (record is None or record.attempt < current.attempt):
+            return None, path  # the attempt being submitted has no pod yet (an earlier one may have had)
         if record is None or (record.live and not record.ssh_host):
             return None, path
         if record.live and not record.harvested:

@@ -129,7 +129,10 @@ def start_command(files: JobFiles, workdir: str, time_limit: int | None) -> str:
     return (f"mkdir -p {shlex.quote(files.log.rsplit('/', 1)[0])} && cd {shlex.quote(workdir)} && "
             # Braces: only the job goes to the background, not the whole && list (whose
             # shell would hold the session's descriptors until the job ends).
-            f"{{ nohup setsid {wrapper} >> {shlex.quote(files.log)} 2>&1 < /dev/null & }}")
+            f"{{ nohup setsid {wrapper} >> {shlex.quote(files.log)} 2>&1 < /dev/null & }}; "
+            # Return once the wrapper recorded its pid (at most 10 s): a poll right after
+            # submit then sees the job as started, never as not there yet.
+            f"i=0; while [ ! -s {shlex.quote(files.pid)} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done")
 
 
 def status_command(files: JobFiles) -> str:

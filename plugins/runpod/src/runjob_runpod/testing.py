@@ -186,6 +186,9 @@ class FakeRunpod:
             binds.append((self.root / "network-volumes" / network["volumeId"], network["path"]))
         if not any(target == self.workspace for _, target in binds):
             binds.insert(0, (folder / "container" / "workspace", self.workspace))
+        # The pod's own home: root's dotfiles of this machine (a pyenv init waiting on a lock,
+        # say) are not the image's, and must not run in the pod's sessions.
+        binds.insert(0, (folder / "container" / "root", "/root"))
         return binds
 
     def _wipe_container(self, pod: FakePod) -> None:
