@@ -163,13 +163,18 @@ def test_a_stop_wipes_the_container_disk_and_keeps_the_volume(http, pod_key, fak
 def test_a_lost_pod_kills_its_processes(http, pod_key, fake_runpod, tmp_path):
     pod, _ = _until_running(http, _create(http, pod_key)["id"])
     transport = _ssh.connect(ClusterConfig(name="t", type="runpod"), str(pod_key), _api.Pod.from_json(pod), tmp_path)
-    transport.run_shell("{ nohup setsid sleep 300 > /dev/null 2>&1 < /dev/null & }")
+    marker = f"runjob-fake-job-{pod['id']}"
+    transport.run_shell(f"{{ nohup setsid bash -c 'exec -a {marker} sleep 300' > /dev/null 2>&1 < /dev/null & }}")
     transport.close()
-    fake_runpod.lose(pod["id"], "ERROR")
-    assert http.get(f"/pods/{pod['id']}").json()["status"] == "ERROR"
     import subprocess
 
-    assert "sleep 300" not in subprocess.run(["ps", "-eo", "cmd"], capture_output=True, text=True).stdout.splitlines()
+    def running() -> bool:
+        return marker in subprocess.run(["ps", "-eo", "cmd"], capture_output=True, text=True).stdout.split()
+
+    assert running()
+    fake_runpod.lose(pod["id"], "ERROR")
+    assert http.get(f"/pods/{pod['id']}").json()["status"] == "ERROR"
+    assert not running()
     http.delete(f"/pods/{pod['id']}")
 
 
