@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import median_ms, show, time_interleaved  # noqa: E402
 
-from runjob_core import execute, lifecycle  # noqa: E402
+from runjob_core import lifecycle  # noqa: E402
+from runjob_core.transport import execute  # noqa: E402
 from runjob_core.testing import write_clusters_yaml  # noqa: E402
 from runjob_runpod import _api, _backend, _fakepod, _ssh  # noqa: E402
 from runjob_runpod.testing import API_KEY, FakeRunpod, cluster_config  # noqa: E402

@@ -3,8 +3,7 @@
 The hook implementations are thin and import lazily (``runjob --help`` loads no plugin
 code); the work is in :mod:`runjob_runpod._backend`, the REST v2 client in
 :mod:`runjob_runpod._api`, SSH to pods in :mod:`runjob_runpod._ssh`, the cluster keys'
-schema in :mod:`runjob_runpod._settings`. Routing: only ``type: runpod`` clusters reach
-these hooks, except :func:`runjob_estimate`, which the core calls on every plugin.
+schema in :mod:`runjob_runpod._settings`.
 """
 
 from __future__ import annotations
@@ -16,34 +15,52 @@ SOURCE = "runjob-runpod"
 
 
 @hookimpl
-def runjob_transport(cluster, context):
-    from runjob_runpod import _backend
-    from runjob_runpod._router import PodRouter
+def runjob_backend_info():
+    from runjob_core.models import BackendInfo
+    from runjob_runpod._settings import RunpodSettings
 
-    return PodRouter(cluster, _backend.settings_for(cluster, context), context)
+    # A pod's API status is one list call for every job; still, no need to ask every second.
+    return BackendInfo(name=NAME, source=SOURCE, options=RunpodSettings, machine_per_job=True,
+                       poll_interval=5.0, max_poll_interval=30.0)
 
 
 @hookimpl
 def runjob_estimate(job, cluster, context):
-    if cluster.type != NAME:  # this hook is not routed: every plugin sees every job
-        return None
     from runjob_runpod import _backend
 
     return _backend.estimate(job, cluster, context)
 
 
 @hookimpl
-def runjob_submit(job, rendered, cluster, context):
+def runjob_provision(job, attempt, cluster, context):
     from runjob_runpod import _backend
 
-    return _backend.submit(job, rendered, cluster, context)
+    return _backend.provision(job, attempt, cluster, context)
 
 
 @hookimpl
-def runjob_reattach(job, tag, cluster, context):
+def runjob_transport(cluster, machine, context):
+    if machine is None:
+        from runjob_runpod._router import PodRouter
+
+        return PodRouter(cluster, context)
     from runjob_runpod import _backend
 
-    return _backend.reattach(job, tag, cluster, context)
+    return _backend.pod_transport(cluster, machine, context)
+
+
+@hookimpl
+def runjob_submit(job, attempt, rendered, cluster, transport, context):
+    from runjob_runpod import _backend
+
+    return _backend.submit(job, attempt, rendered, cluster, transport, context)
+
+
+@hookimpl
+def runjob_reattach(job, attempt, tag, cluster, context):
+    from runjob_runpod import _backend
+
+    return _backend.reattach(job, attempt, tag, cluster, context)
 
 
 @hookimpl
@@ -72,6 +89,13 @@ def runjob_resume(submission, status, context):
     from runjob_runpod import _backend
 
     return _backend.resume(submission, status, context)
+
+
+@hookimpl
+def runjob_release(machine, submission, cluster, reason, context):
+    from runjob_runpod import _backend
+
+    _backend.release(machine, submission, cluster, reason, context)
 
 
 @hookimpl

@@ -1,14 +1,17 @@
-"""The RunPod backend on today's hooks: a pod per attempt, rented at submit, returned at the end.
+"""The RunPod backend: a pod per attempt, rented at provisioning, returned at release.
 
-* submit: find the attempt's pod by name (a crashed submit left one) or create it, trying
-  ``gpu_types`` in order while RunPod answers 400 (no capacity); wait for RUNNING and
-  ``ssh.direct``; write the job's staged files onto it; start the job detached.
+* provision: find the attempt's pod by its name (a crashed run left one) or create it,
+  trying ``gpu_types`` in order while RunPod answers 400 (no capacity) and skipping types
+  over ``max_usd_per_hour``; wait for RUNNING and ``ssh.direct``; pin its host key.
+* submit: the core has staged the job's files through the pod's transport; start the job
+  detached and return.
 * poll: one ``GET /pods`` for every job of the cluster, plus one SSH command per running
   pod (exit code, cancel marker, wrapper alive). A pod that is gone, EXITED or ERROR
-  under an unfinished job lost its machine (NODE_FAIL, resumed on a new pod). When a job ends its log, progress and results are
-  copied locally (``_state.mirror_root``) and the pod is terminated (unless ``keep_pod``).
-* cancel: TERM the job's process group, copy what it left, terminate the pod.
-* collect: results from that local copy (harvested now if the pod is still there).
+  under an unfinished job is LOST and ``resumable``. When a job ends, its log, progress
+  and results are copied locally (``_state.mirror_root``): the core may release the pod.
+* cancel: TERM the job's process group, copy what it left; the core then releases.
+* release: terminate the pod (unless ``keep_pod``); idempotent.
+* collect: results from the local copy (copied now if the pod is still up).
 
 Every pod runjob creates has a local record (``_state``) from the moment RunPod returns
 its id, so the ending of a job survives its pod and ``live_pods`` can list what is paid.
@@ -20,14 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
-    CANCELLED, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, RUNNING, TIMEOUT, Artifact, Estimate, JobStatus, ResumePlan,
+    CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, Estimate, JobStatus, Machine, ResumePlan,
     Submission,
 )
 from runjob_runpod import _api, _settings, _ssh, _state
-from runjob_runpod._router import PodRouter, router_of
 
 SOURCE = "runjob-runpod"
 NAME_PREFIX = "runjob-"
@@ -40,10 +44,25 @@ PROVISION_TIMEOUT = 900.0
 
 def settings_for(cluster, context) -> _settings.RunpodSettings:
     cache = context.scratchpad(SOURCE + ":settings")
-    key = (cluster.name, cluster.source, repr(cluster.settings), cluster.identity_file, cluster.scratch_path)
+    key = (cluster.name, cluster.source, repr(cluster.options), cluster.scratch_path)
     if key not in cache:
         cache[key] = _settings.for_cluster(cluster)
     return cache[key]
+
+
+def machine_of(record: _state.PodRecord) -> Machine:
+    return Machine(id=record.pod_id, host=record.ssh_host, port=record.ssh_port or 22, user="root", source=SOURCE,
+                   data={"pod_name": record.pod_name, "gpu": f"{record.gpu_count} x {record.gpu_id}",
+                         "usd_per_hour": record.cost_per_hour})
+
+
+def pod_transport(cluster, machine: Machine, context):
+    """The transport to *machine* (the core caches it per machine and invocation)."""
+    from runjob_runpod._router import PodMachine
+
+    ssh = _ssh.connect(cluster, _settings.identity_file(cluster), machine.id, machine.host, machine.port, machine.user,
+                       context.state_dir)
+    return PodMachine(ssh, cluster, context)
 
 
 def client_for(cluster, context, settings: _settings.RunpodSettings | None = None) -> _api.RunpodClient:
@@ -51,7 +70,7 @@ def client_for(cluster, context, settings: _settings.RunpodSettings | None = Non
     client = cache.get(cluster.name)
     if client is None:
         settings = settings or settings_for(cluster, context)
-        where = f"clusters.{cluster.name}.settings.api_key_env in {cluster.source}"
+        where = f"clusters.{cluster.name}.api_key_env in {cluster.source}"
         key = _api.read_api_key(settings.api_key_env, where=where)
         client = cache[cluster.name] = _api.RunpodClient(settings.api_url, key, key_name=settings.api_key_env)
     return client
@@ -67,7 +86,7 @@ def tag_prefix(tag: str) -> str:
 
 
 def _public_key(settings: _settings.RunpodSettings, cluster) -> str:
-    private = Path(settings.identity_file).expanduser()
+    private = Path(_settings.identity_file(cluster)).expanduser()
     public = Path(str(private) + ".pub")
     where = f"clusters.{cluster.name}.identity_file in {cluster.source}"
     if not private.is_file():
@@ -83,7 +102,7 @@ def _public_key(settings: _settings.RunpodSettings, cluster) -> str:
 
 
 def create_body(settings: _settings.RunpodSettings, *, name: str, gpu_id: str, gpu_count: int, public_key: str,
-                tag: str) -> dict[str, Any]:
+                tag: str, volume_path: str = _settings.DEFAULT_SCRATCH) -> dict[str, Any]:
     """A v2 ``CreatePodRequest``."""
     body: dict[str, Any] = {
         "name": name, "image": settings.image, "gpu": {"id": gpu_id, "count": gpu_count},
@@ -95,9 +114,9 @@ def create_body(settings: _settings.RunpodSettings, *, name: str, gpu_id: str, g
     if settings.data_centers:
         body["dataCenterIds"] = list(settings.data_centers)
     if settings.volume_gb is not None:
-        body["mounts"] = {"persistent": {"size": settings.volume_gb, "path": settings.scratch_path}}
+        body["mounts"] = {"persistent": {"size": settings.volume_gb, "path": volume_path}}
     elif settings.network_volume_id is not None:
-        body["mounts"] = {"network": [{"volumeId": settings.network_volume_id, "path": settings.scratch_path}]}
+        body["mounts"] = {"network": [{"volumeId": settings.network_volume_id, "path": volume_path}]}
     return body
 
 
@@ -146,48 +165,62 @@ def estimate(job, cluster, context) -> Estimate | None:
     return Estimate(source=SOURCE, fits=True, data=data, summary=summary)
 
 
-# ---------------------------------------------------------------------- submit
+# ---------------------------------------------------------------------- provision / submit
 
 
-def submit(job, rendered, cluster, context) -> Submission:
+def provision(job, attempt, cluster, context) -> Machine:
+    """The attempt's pod, RUNNING with SSH and its host key pinned (found by name if a
+    crashed run already created it: a rerun never rents a second pod)."""
     settings = settings_for(cluster, context)
     client = client_for(cluster, context, settings)
-    router = router_of(context, cluster)
-    current = context.current
-    name = pod_name(current.tag, job.name)
     public_key = _public_key(settings, cluster)
-    existing = [p for p in client.list_pods(name_prefix=tag_prefix(current.tag)) if p.status != _api.TERMINATED]
-    pod = existing[0] if existing else _create(client, settings, job, cluster, context, name, public_key)
-    record = _record_for(pod, current, cluster)
+    existing = [p for p in client.list_pods(name_prefix=tag_prefix(attempt.tag)) if p.status not in _GONE]
+    if existing:
+        pod = existing[0]
+        context.event(attempt.job_id, "provisioning", f"pod {pod.id} of this attempt exists ({pod.status}); using it",
+                      attempt=attempt.n, source=SOURCE)
+    else:
+        pod = _create(client, settings, job, attempt, cluster, context, pod_name(attempt.tag, job.name), public_key)
+    record = _record_for(pod, attempt, cluster)
     _state.save(context.state_dir, record)
     try:
-        pod = _wait_running(client, pod, context, current)
+        pod = _wait_running(client, pod, context, attempt)
         record.ssh_host, record.ssh_port, record.cost_per_hour = pod.ssh_host, pod.ssh_port, pod.cost_per_hour
         record.started_at = time.time()
         _state.save(context.state_dir, record)
-        router.remember(record)
-        transport = _connect_when_up(router, record)
-        router.flush(current.job_id, transport)
-        files = _files(current.layout, rendered.script_name, current.attempt)
-        limit = parse_duration(job.resources.time) if job.resources.time else None
-        started = transport.run_shell(_ssh.start_command(files, current.layout.workdir, limit), idempotent=False, timeout=60)
-        if not started.ok:
-            raise BackendError(f"could not start the job on pod {pod.id}: {started.stderr.strip()[:300]}")
-    except TransportError:
-        # Keep the pod: the attempt stays SUBMITTING and the same command finds it by name.
+        machine = machine_of(record)
+        _connect_when_up(context.transport(cluster, machine))
+    except BaseException:
+        # No Machine reached the core: it cannot release this pod, so it goes here.
+        _terminate(client, record, context, why="provisioning failed")
         raise
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            raise  # interrupted: the pod is found again by its name when the command is run again
-        _terminate(client, record, context, why="submission failed")
-        router.discard(current.job_id)
-        raise
-    extra = {"pod_id": pod.id, "pod_name": pod.name, "gpu": f"{pod.gpu_count} x {pod.gpu_id}",
-             "usd_per_hour": f"{pod.cost_per_hour:.4f}"}
-    return current.submission(backend="runpod", cluster=cluster.name, backend_job_id=pod.id, source=SOURCE, extra=extra)
+    return machine
 
 
-def _create(client, settings, job, cluster, context, name: str, public_key: str) -> _api.Pod:
+def submit(job, attempt, rendered, cluster, transport, context) -> Submission:
+    """Start the staged job on the attempt's pod, detached."""
+    machine = attempt.machine
+    if machine is None:
+        raise BackendError("RunPod: the attempt has no pod (runjob_provision did not run)")
+    files = _files(attempt.layout, rendered.script_name, attempt.n)
+    limit = parse_duration(job.resources.time) if job.resources.time else None
+    started = transport.run_shell(_ssh.start_command(files, attempt.layout.workdir, limit), idempotent=False, timeout=60)
+    if not started.ok:
+        raise BackendError(f"could not start the job on pod {machine.id}: {started.stderr.strip()[:300]}")
+    return attempt.submission(backend="runpod", cluster=cluster.name, backend_job_id=machine.id, source=SOURCE,
+                              extra=_extra(machine))
+
+
+def _extra(machine: Machine) -> dict[str, str]:
+    data = machine.data
+    return {"pod_id": machine.id, "pod_name": str(data.get("pod_name", "")), "gpu": str(data.get("gpu", "")),
+            "usd_per_hour": f"{float(data.get('usd_per_hour') or 0):.4f}"}
+
+
+_GONE = (_api.TERMINATED,)
+
+
+def _create(client, settings, job, attempt, cluster, context, name: str, public_key: str) -> _api.Pod:
     count = _gpu_count(job)
     catalog = None
     if settings.max_usd_per_hour is not None:
@@ -199,44 +232,45 @@ def _create(client, settings, job, cluster, context, name: str, public_key: str)
             if price > settings.max_usd_per_hour:
                 refusals.append(f"{gpu_id}: ${price:.2f}/h is over max_usd_per_hour={settings.max_usd_per_hour:g}")
                 continue
-        body = create_body(settings, name=name, gpu_id=gpu_id, gpu_count=count, public_key=public_key, tag=context.current.tag)
+        body = create_body(settings, name=name, gpu_id=gpu_id, gpu_count=count, public_key=public_key, tag=attempt.tag,
+                           volume_path=_settings.volume_path(cluster))
         try:
             pod = client.create_pod(body)
         except _api.Rejected as exc:
             refusals.append(f"{gpu_id}: {exc.detail}")
-            context.event(context.current.job_id, "provisioning", f"no pod of {count} x {gpu_id}: {exc.detail}; trying the next GPU type",
-                          attempt=context.current.attempt, source=SOURCE)
+            context.event(attempt.job_id, "provisioning", f"no pod of {count} x {gpu_id}: {exc.detail}; trying the next GPU type",
+                          attempt=attempt.n, source=SOURCE)
             continue
         except _api.AccountProblem as exc:
             if exc.status == 403:
                 refusals.append(f"{gpu_id}: {exc.detail}")
                 continue
             raise
-        context.event(context.current.job_id, "provisioning", f"pod {pod.id} created: {count} x {gpu_id} ({name})",
-                      attempt=context.current.attempt, source=SOURCE, pod_id=pod.id, gpu=gpu_id)
+        context.event(attempt.job_id, "provisioning", f"pod {pod.id} created: {count} x {gpu_id} ({name})",
+                      attempt=attempt.n, source=SOURCE, pod_id=pod.id, gpu=gpu_id)
         return pod
-    message = (f"RunPod placed no pod for {count} GPU(s) of any type in clusters.{cluster.name}.settings.gpu_types: "
+    message = (f"RunPod placed no pod for {count} GPU(s) of any type in clusters.{cluster.name}.gpu_types: "
                + "; ".join(refusals) + "; add GPU types, set cloud: any, or try again later")
     raise BackendError(message)
 
 
-def _record_for(pod: _api.Pod, current, cluster) -> _state.PodRecord:
-    layout = current.layout
+def _record_for(pod: _api.Pod, attempt, cluster) -> _state.PodRecord:
+    layout = attempt.layout
     return _state.PodRecord(
-        tag=current.tag, job_id=current.job_id, attempt=current.attempt, cluster=cluster.name, pod_id=pod.id,
+        tag=attempt.tag, job_id=attempt.job_id, attempt=attempt.n, cluster=cluster.name, pod_id=pod.id,
         pod_name=pod.name, gpu_id=pod.gpu_id, gpu_count=pod.gpu_count, cost_per_hour=pod.cost_per_hour,
         created_at=time.time(), job_dir=layout.job_dir, workdir=layout.workdir, log_path=layout.log_path,
         results_dir=layout.results_dir, progress_path=layout.progress_path,
     )
 
 
-def _wait_running(client, pod: _api.Pod, context, current) -> _api.Pod:
+def _wait_running(client, pod: _api.Pod, context, attempt) -> _api.Pod:
     deadline = time.monotonic() + PROVISION_TIMEOUT
     delay, last = 0.2, None
     while True:
         if pod.status != last:
             last = pod.status
-            context.event(current.job_id, "provisioning", f"pod {pod.id}: {pod.status}", attempt=current.attempt, source=SOURCE)
+            context.event(attempt.job_id, "provisioning", f"pod {pod.id}: {pod.status}", attempt=attempt.n, source=SOURCE)
         if pod.reachable:
             return pod
         if pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
@@ -252,18 +286,16 @@ def _wait_running(client, pod: _api.Pod, context, current) -> _api.Pod:
             raise BackendError(f"pod {pod.id} disappeared while starting; not submitted") from None
 
 
-def _connect_when_up(router: PodRouter, record: _state.PodRecord):
-    """The pod's SSH, retried while its sshd comes up (RUNNING can precede it)."""
-    transport = router.pod_transport(record)
+def _connect_when_up(transport) -> None:
+    """First contact (pins the host key), retried while the pod's sshd comes up."""
     for delay in (0.5, 1.0, 2.0, 4.0, 8.0, 0):
         try:
             transport.run(["true"], timeout=60)
-            return transport
+            return
         except TransportError as exc:
             if not delay or "host key" in str(exc):
                 raise
             time.sleep(delay)
-    return transport
 
 
 def _files(layout, script_name: str, attempt: int) -> _ssh.JobFiles:
@@ -277,25 +309,25 @@ def _record_files(record: _state.PodRecord) -> _ssh.JobFiles:
 # ---------------------------------------------------------------------- reattach
 
 
-def reattach(job, tag, cluster, context) -> Submission | None:
-    """The pod named after *tag*, if its job was started; else None (submit then reuses
-    the pod it finds by the same name, so a rerun never rents a second one)."""
+def reattach(job, attempt, tag, cluster, context) -> Submission | None:
+    """The pod named after *tag*, if its job was started; else None (the core then
+    provisions, which finds the same pod by name, and submits)."""
     client = client_for(cluster, context)
-    found = [p for p in client.list_pods(name_prefix=tag_prefix(tag)) if p.status != _api.TERMINATED]
+    found = [p for p in client.list_pods(name_prefix=tag_prefix(tag)) if p.status not in _GONE]
     if not found or not found[0].reachable:
         return None
-    pod, current = found[0], context.current
-    record = _state.load(context.state_dir, tag) or _record_for(pod, current, cluster)
+    pod = found[0]
+    record = _state.load(context.state_dir, tag) or _record_for(pod, attempt, cluster)
     record.ssh_host, record.ssh_port, record.cost_per_hour = pod.ssh_host, pod.ssh_port, pod.cost_per_hour
-    router = router_of(context, cluster)
-    router.remember(record)
-    state = _ssh.parse_status(router.pod_transport(record).run_shell(_ssh.status_command(_record_files(record))).stdout)
+    machine = machine_of(record)
+    transport = context.transport(cluster, machine)
+    state = _ssh.parse_status(transport.run_shell(_ssh.status_command(_record_files(record))).stdout)
     if not state.started:
         return None
     _state.save(context.state_dir, record)
-    extra = {"pod_id": pod.id, "pod_name": pod.name, "gpu": f"{pod.gpu_count} x {pod.gpu_id}",
-             "usd_per_hour": f"{pod.cost_per_hour:.4f}"}
-    return current.submission(backend="runpod", cluster=cluster.name, backend_job_id=pod.id, source=SOURCE, extra=extra)
+    submission = attempt.submission(backend="runpod", cluster=cluster.name, backend_job_id=pod.id, source=SOURCE,
+                                    extra=_extra(machine))
+    return attrs.evolve(submission, machine=machine)
 
 
 # ---------------------------------------------------------------------- poll
@@ -303,65 +335,72 @@ def reattach(job, tag, cluster, context) -> Submission | None:
 
 def _final(record: _state.PodRecord) -> JobStatus:
     return JobStatus(state=record.final_state, source=SOURCE, exit_code=record.exit_code, reason=record.reason,
-                     started_at=record.started_at, ended_at=record.ended_at, node=record.pod_id)
+                     started_at=record.started_at, ended_at=record.ended_at, node=record.pod_id, resumable=record.resumable)
+
+
+def _record(context, sub: Submission) -> _state.PodRecord:
+    return _state.load(context.state_dir, sub.tag) or _record_from_submission(sub)
+
+
+def _transport(cluster, record: _state.PodRecord, context):
+    return context.transport(cluster, machine_of(record))
 
 
 def poll(submissions, cluster, context) -> dict[str, JobStatus]:
     if not submissions:
         return {}
-    router = router_of(context, cluster)
-    records = {s.backend_job_id: (_state.load(context.state_dir, s.tag) or None) for s in submissions}
+    records = {s.backend_job_id: _record(context, s) for s in submissions}
     answer: dict[str, JobStatus] = {}
     open_ones = []
     for sub in submissions:
         record = records[sub.backend_job_id]
-        if record is not None and record.final_state:
+        if record.final_state:
             answer[sub.backend_job_id] = _final(record)
         else:
             open_ones.append(sub)
     if not open_ones:
         return answer
-    client = client_for(cluster, context)
-    pods = {p.id: p for p in client.list_pods(name_prefix=NAME_PREFIX)}
+    pods = {p.id: p for p in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX)}
     for sub in open_ones:
-        record = records[sub.backend_job_id] or _record_from_submission(sub)
+        record = records[sub.backend_job_id]
         pod = pods.get(sub.backend_job_id)
-        status = _status_of(pod, record, router, context)
+        status = _status_of(cluster, pod, record, context)
         if status.terminal:
-            _finish(client, cluster, record, status, router, context, harvest=pod is not None and pod.reachable)
+            _finish(cluster, record, status, context, harvest=pod is not None and pod.reachable)
         answer[sub.backend_job_id] = status
     return answer
 
 
 def _record_from_submission(sub: Submission) -> _state.PodRecord:
-    extra = sub.extra
+    extra, machine = sub.extra, sub.machine
     return _state.PodRecord(
         tag=sub.tag, job_id=sub.job_id, attempt=sub.attempt, cluster=sub.cluster, pod_id=sub.backend_job_id,
         pod_name=extra.get("pod_name", ""), gpu_id=None, gpu_count=0, cost_per_hour=float(extra.get("usd_per_hour", 0) or 0),
         created_at=sub.submitted_at, job_dir=sub.job_dir, workdir=sub.workdir, log_path=sub.log_path,
         results_dir=sub.results_dir, progress_path=sub.progress_path,
+        ssh_host=machine.host if machine else None, ssh_port=machine.port if machine else None,
     )
 
 
-def _status_of(pod, record, router, context) -> JobStatus:
-    # A pod that vanished or stopped under its job is a lost machine. Today's core resumes
-    # NODE_FAIL and never LOST, and this is what NODE_FAIL means: the node went away.
+def _status_of(cluster, pod, record, context) -> JobStatus:
+    # A pod that vanished or stopped under its job is a lost machine; the work can go on
+    # on a new pod (from a network volume or the Hub), so it is resumable.
     if pod is None:
-        return JobStatus(state=NODE_FAIL, source=SOURCE, node=record.pod_id, ended_at=time.time(),
+        return JobStatus(state=LOST, source=SOURCE, node=record.pod_id, ended_at=time.time(), resumable=True,
                          reason=f"pod {record.pod_id} is gone (terminated outside runjob, or RunPod lost its host)")
     if pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
-        return JobStatus(state=NODE_FAIL, source=SOURCE, node=pod.id, ended_at=time.time(),
+        return JobStatus(state=LOST, source=SOURCE, node=pod.id, ended_at=time.time(), resumable=True,
                          reason=f"pod {pod.id} is {pod.status} under an unfinished job (stopped by RunPod: balance, host failure "
                                 "or reclaim)")
     if not pod.reachable:
         return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason=f"pod {pod.status}")
     if (record.ssh_host, record.ssh_port) != (pod.ssh_host, pod.ssh_port):
+        # A restarted pod has a new port: same pod, same pinned host key.
         record.ssh_host, record.ssh_port = pod.ssh_host, pod.ssh_port
         _state.save(context.state_dir, record)
-    router.remember(record)
-    # An unreachable pod (or one showing another host key) raises TransportError: today's
-    # monitor then records a transient event for the cycle and reads no log or progress.
-    result = router.pod_transport(record).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
+    # An unreachable pod (or one showing another host key) raises TransportError: the
+    # monitor records a transient event for the cycle and tries again.
+    result = _transport(cluster, record, context).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
     state = _ssh.parse_status(result.stdout)
     started = record.started_at
     if state.exit_code is not None:
@@ -385,25 +424,32 @@ def _status_of(pod, record, router, context) -> JobStatus:
     return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason="starting on the pod")
 
 
-def _finish(client, cluster, record: _state.PodRecord, status: JobStatus, router: PodRouter, context, *,
-            harvest: bool) -> None:
-    """Record the ending, copy what the job left (if its pod is still up), return the pod."""
-    settings = settings_for(cluster, context)
+def _finish(cluster, record: _state.PodRecord, status: JobStatus, context, *, harvest: bool) -> None:
+    """Record the ending and copy what the job left while its pod is up: the core
+    releases the pod of an attempt that did not complete right after this cycle."""
     record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
+    record.resumable = status.resumable
     record.ended_at = status.ended_at or time.time()
     if harvest and record.ssh_host:
-        _harvest(router, record, context)
+        _harvest(cluster, record, context)
     record.harvested = True
     _state.save(context.state_dir, record)
-    router.remember(record)
-    if not settings.keep_pod:
-        _terminate(client, record, context, why=f"job {status.state}")
+    # Everything the job left is home: the pod goes now, whoever collects and whenever
+    # (a paid pod must not wait for a `runjob collect` that may never come).
+    _return_pod(cluster, record, context, why=f"job {status.state}")
 
 
-def _harvest(router: PodRouter, record: _state.PodRecord, context) -> None:
+def _return_pod(cluster, record: _state.PodRecord, context, *, why: str) -> None:
+    settings = settings_for(cluster, context)
+    if settings.keep_pod or record.terminated_at is not None:
+        return
+    _terminate(client_for(cluster, context, settings), record, context, why=why)
+
+
+def _harvest(cluster, record: _state.PodRecord, context) -> None:
     """Copy the log, progress file and results of *record*'s job off its pod."""
     mirror = _state.mirror_root(context.state_dir, record.job_id)
-    transport = router.pod_transport(record)
+    transport = _transport(cluster, record, context)
     for path in (record.log_path, record.progress_path):
         if transport.stat(path) is not None:
             transport.get_file(path, Path(str(mirror) + path))
@@ -416,46 +462,69 @@ def _terminate(client, record: _state.PodRecord, context, *, why: str) -> None:
     client.terminate_pod(record.pod_id)
     record.terminated_at = time.time()
     _state.save(context.state_dir, record)
-    cluster = context.clusters.get(record.cluster)
-    if cluster is not None:
-        router_of(context, cluster).drop(record.pod_id)
+    if record.harvested:
+        context.scratchpad(SOURCE + ":ended")[record.pod_id] = record
     context.event(record.job_id, "pod_terminated",
                   f"pod {record.pod_id} terminated ({why}); about ${record.accrued_usd():.2f} at ${record.cost_per_hour:.2f}/h",
                   attempt=record.attempt, source=SOURCE, pod_id=record.pod_id, usd=round(record.accrued_usd(), 4))
+
+
+# ---------------------------------------------------------------------- release
+
+
+def release(machine: Machine, submission: Submission | None, cluster, reason: str, context) -> None:
+    """Terminate the pod (idempotent: a pod already gone is fine), unless ``keep_pod``."""
+    record = None
+    if submission is not None:
+        record = _record(context, submission)
+    else:
+        record = next((r for r in _state.all_records(context.state_dir) if r.pod_id == machine.id), None)
+    settings = settings_for(cluster, context)
+    if settings.keep_pod:
+        if record is not None:
+            context.event(record.job_id, "pod_kept", f"pod {machine.id} kept running (keep_pod: true); it costs "
+                          f"${record.cost_per_hour:.2f}/h until you terminate it", attempt=record.attempt, source=SOURCE)
+        return
+    client = client_for(cluster, context, settings)
+    if record is None:
+        client.terminate_pod(machine.id)
+        return
+    if record.terminated_at is None:
+        _terminate(client, record, context, why=reason)
 
 
 # ---------------------------------------------------------------------- cancel
 
 
 def cancel(submissions, cluster, context) -> list[str]:
-    client = client_for(cluster, context)
-    router = router_of(context, cluster)
+    """Stop each job (TERM, then KILL after a grace) and copy what it left; the core then
+    releases the pods."""
     done = []
     for sub in submissions:
-        record = _state.load(context.state_dir, sub.tag) or _record_from_submission(sub)
+        record = _record(context, sub)
         if record.final_state:
             done.append(sub.backend_job_id)  # already ended: keep its own ending
             continue
         status = JobStatus(state=CANCELLED, source=SOURCE, ended_at=time.time(), node=record.pod_id, reason="cancelled")
+        reachable = False
         if record.ssh_host and record.live:
             try:
-                transport = router.pod_transport(record)
+                transport = _transport(cluster, record, context)
                 transport.run_shell(_ssh.cancel_command(_record_files(record)), timeout=60)
                 status = _after_cancel(transport, record) or status
+                reachable = True
             except TransportError:
-                pass  # the pod is terminated below either way: that stops the job too
+                pass  # the pod is released next either way: that stops the job too
         record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
         record.ended_at = status.ended_at or time.time()
-        if record.ssh_host and record.live:
+        if reachable:
             try:
-                _harvest(router, record, context)
+                _harvest(cluster, record, context)
             except TransportError:
                 pass  # a log we cannot fetch does not keep a paid pod alive
         record.harvested = True
         _state.save(context.state_dir, record)
-        router.remember(record)
-        if record.live and not settings_for(cluster, context).keep_pod:
-            _terminate(client, record, context, why="cancelled")
+        _return_pod(cluster, record, context, why="cancelled")
         done.append(sub.backend_job_id)
     return done
 
@@ -482,14 +551,10 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
     record = _state.load(context.state_dir, submission.tag)
     if record is None:
         return []
-    router = router_of(context, cluster)
     if record.live and not record.harvested and record.ssh_host:
-        _harvest(router, record, context)
+        _harvest(cluster, record, context)
         record.harvested = True
         _state.save(context.state_dir, record)
-        router.remember(record)
-    if record.live and not settings_for(cluster, context).keep_pod:
-        _terminate(client_for(cluster, context), record, context, why="collected")
     source = Path(str(_state.mirror_root(context.state_dir, record.job_id)) + record.results_dir)
     if not source.is_dir():
         return []
@@ -538,7 +603,7 @@ def check_cluster(cluster, context) -> list:
         catalog = None
     try:
         _public_key(settings, cluster)
-        rows.append(row("SSH key", True, f"{settings.identity_file} and its .pub are readable"))
+        rows.append(row("SSH key", True, f"{_settings.identity_file(cluster)} and its .pub are readable"))
     except RunjobError as exc:
         rows.append(row("SSH key", False, str(exc), f"set clusters.{cluster.name}.identity_file to a key pair"))
     if catalog is not None:
@@ -549,7 +614,7 @@ def check_cluster(cluster, context) -> list:
                         f"use catalog ids, e.g. {', '.join(sorted(catalog)[:3])}"))
     budget = settings.max_usd_total is not None and settings.max_usd_per_hour is not None
     rows.append(row("budget", budget, f"max ${settings.max_usd_per_hour}/h, ${settings.max_usd_total} per job",
-                    f"set max_usd_per_hour and max_usd_total under clusters.{cluster.name}.settings"))
+                    f"set max_usd_per_hour and max_usd_total in clusters.{cluster.name}"))
     return rows
 
 
@@ -567,11 +632,11 @@ def resume(submission: Submission, status: JobStatus, context) -> ResumePlan | N
     volume the job folder, results and checkpoints are there again on the new pod, where
     the job finds its checkpoint itself (no pod runs now to look for it)."""
     cluster = context.clusters.get(submission.cluster)
-    if cluster is None or status.state not in (NODE_FAIL, TIMEOUT):
+    if cluster is None or status.state not in (LOST, TIMEOUT):
         return None
     settings = settings_for(cluster, context)
     if settings.network_volume_id:
         return ResumePlan(source=SOURCE, reason=f"results and checkpoints are on network volume {settings.network_volume_id}, "
-                          f"mounted at {settings.scratch_path} on the new pod")
+                          f"mounted at {_settings.volume_path(cluster)} on the new pod")
     return ResumePlan(source=SOURCE, reason="the pod's disk went with the pod: the work on it is lost, the new pod starts "
                       "from the beginning (set network_volume_id, or push checkpoints to the Hub, to keep work across pods)")

@@ -11,7 +11,7 @@ mount namespace (``unshare --pid --fork --mount-proc``), so that, as on a real p
   dies), which is what a reclaimed or stopped pod does to a job.
 
 Only the public key injected as ``PUBLIC_KEY`` may log in; each pod gets its own host key.
-Processes are started through :func:`runjob_core.execute.run` (detached, own session) and
+Processes are started through :func:`runjob_core.transport.execute.run` (detached, own session) and
 killed by process group.
 """
 
@@ -24,7 +24,7 @@ import socket
 import time
 from pathlib import Path
 
-from runjob_core import execute
+from runjob_core.transport import execute
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")

@@ -1,24 +1,21 @@
-"""The RunPod keys of a cluster entry: a declared schema, validated like the core keys.
+"""The RunPod keys of a cluster entry: the schema the backend declares, and its rules.
 
-:class:`RunpodSettings` is the schema. :func:`parse` structures a mapping into it with the
-core's converter (:func:`runjob_core.config.structure`: strict types, unknown keys with a
-did-you-mean) and adds the cross-field rules, every problem one line naming the file and
-the key path.
-
-Where the keys live today: the core's ``ClusterConfig`` refuses keys it does not know, so
-the RunPod keys go under the entry's ``settings:`` mapping; ``identity_file`` and
-``scratch_path`` are core keys and are read from there::
+:class:`RunpodSettings` is the ``options`` class of :func:`runjob_runpod.runjob_backend_info`:
+the core structures the entry's keys beside its own (``identity_file``, ``scratch_path``...)
+into it with the same strict types, key paths and did-you-mean as the core keys, and
+hands it over as ``cluster.options``::
 
     clusters:
       pods:
         type: runpod
-        identity_file: ~/.ssh/id_ed25519
-        settings:
-          gpu_types: ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"]
-          max_usd_total: 50
+        identity_file: ~/.ssh/id_ed25519      # core key; its .pub is the pod's PUBLIC_KEY
+        scratch_path: /workspace              # core key; where the job's files live on the pod
+        gpu_types: ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"]
+        max_usd_total: 50
 
-Once the core lets a backend declare the schema of its flat keys, :func:`parse` is that
-schema's validator as it stands (it takes any mapping and key path).
+The cross-field rules (one volume kind, RunPod's 10 GB volume floor, a budget above 0...)
+are :func:`check`, run by :func:`for_cluster` on first use: the core has no hook for them
+yet, so they are reported when a command first uses the cluster, in the same one-line style.
 """
 
 from __future__ import annotations
@@ -54,15 +51,11 @@ class RunpodSettings:
     cloud: str = "SECURE"
     image: str = DEFAULT_IMAGE
     container_disk_gb: int = 50
-    #: A pod volume mounted at scratch_path (kept while the pod is stopped) ...
+    #: A pod volume mounted at the cluster's scratch_path (kept while the pod is stopped) ...
     volume_gb: int | None = None
     #: ... or an existing network volume mounted there (survives the pod).
     network_volume_id: str | None = None
     data_centers: tuple[str, ...] = ()
-    #: Private key; its ``.pub`` is injected into the pod as PUBLIC_KEY.
-    identity_file: str = "~/.ssh/id_ed25519"
-    #: Where the job's files live on the pod.
-    scratch_path: str = "/workspace"
     max_usd_per_hour: float | None = None
     max_usd_total: float | None = None
     #: Keep the pod after the job is collected or cancelled (default: terminate it).
@@ -85,20 +78,32 @@ def parse(raw: Mapping[str, Any], *, source: str, path: str) -> RunpodSettings:
     return settings
 
 
+DEFAULT_IDENTITY = "~/.ssh/id_ed25519"
+DEFAULT_SCRATCH = "/workspace"
+
+
 def for_cluster(cluster: ClusterConfig) -> RunpodSettings:
-    """The settings of *cluster* as today's core carries them (``settings:`` plus the core
-    keys ``identity_file`` and ``scratch_path``)."""
-    where = f"$.clusters.{cluster.name}.settings"
-    raw = dict(cluster.settings)
-    for key in ("identity_file", "scratch_path"):
-        if key in raw:
-            message = (f"{key} at {where}.{key} in {cluster.source} belongs to the cluster entry itself: "
-                       f"move it to $.clusters.{cluster.name}.{key}")
-            raise ConfigError(cluster.source, [message])
-        value = getattr(cluster, key)
-        if value is not None:
-            raw[key] = value
-    return parse(raw, source=cluster.source, path=where)
+    """The checked settings of *cluster* (``cluster.options``, structured by the core)."""
+    where = f"$.clusters.{cluster.name}"
+    options = cluster.options
+    if isinstance(options, RunpodSettings):
+        problems = _check(options, cluster.source, where)
+        if cluster.scratch_path is not None and not cluster.scratch_path.startswith("/"):
+            problems.append(f"scratch_path on a pod must be absolute (e.g. /workspace), not {cluster.scratch_path!r} "
+                            f"at {where}.scratch_path in {cluster.source}")
+        if problems:
+            raise ConfigError(cluster.source, problems)
+        return options
+    return parse(dict(options or {}), source=cluster.source, path=where)
+
+
+def identity_file(cluster: ClusterConfig) -> str:
+    return cluster.identity_file or DEFAULT_IDENTITY
+
+
+def volume_path(cluster: ClusterConfig) -> str:
+    """Where a pod volume is mounted: the job's scratch folder, so that it holds the job."""
+    return cluster.scratch_path or DEFAULT_SCRATCH
 
 
 def _check(s: RunpodSettings, source: str, path: str) -> list[str]:
@@ -136,8 +141,6 @@ def _check(s: RunpodSettings, source: str, path: str) -> list[str]:
     for i, dc in enumerate(s.data_centers):
         if not re.fullmatch(r"[A-Z]{2}-[A-Z]{2,4}-\d+", dc):
             bad(f"data_centers[{i}]", f"invalid data center id {dc!r}: ids look like US-TX-3 or EU-RO-1")
-    if not s.scratch_path.startswith("/"):
-        bad("scratch_path", f"scratch_path on a pod must be absolute (e.g. /workspace), not {s.scratch_path!r}")
     for key in ("max_usd_per_hour", "max_usd_total"):
         value = getattr(s, key)
         if value is not None and value <= 0:

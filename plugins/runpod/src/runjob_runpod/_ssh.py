@@ -25,14 +25,21 @@ import attrs
 
 from runjob_core.errors import TransportError
 from runjob_core.models import ClusterConfig
-from runjob_core.ssh import SSHTransport
-from runjob_runpod._api import Pod
+from runjob_core.transport.ssh import SSHTransport
 
 #: The wrapper run under ``setsid``: $1 pid file, $2 exit-code file, then the command.
 WRAPPER = ('echo "$$" > "$1"; rc_file="$2"; shift 2; "$@"; rc=$?; '
            'echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 TIMEOUT_EXIT = 124
 KILL_GRACE = 10
+#: root's home on RunPod images: relative paths on a pod are resolved here, never by dialing.
+POD_HOME = "/root"
+
+
+def expand(path: str) -> str:
+    if path.startswith("/"):
+        return path
+    return POD_HOME + "/" + path.removeprefix("~").lstrip("/") if path not in ("~", "") else POD_HOME
 
 
 def pin_path(state_dir: Path, pod_id: str) -> Path:
@@ -62,6 +69,12 @@ class PodSSH(SSHTransport):
         self.pins = pins
         self.label = f"ssh root@{cluster.host}:{cluster.port} (pod {pod_id})"
 
+    def home(self) -> str:
+        return POD_HOME
+
+    def expand(self, path: str) -> str:
+        return expand(path)
+
     def _new_client(self, host, port, user, sock=None):
         try:
             return super()._new_client(host, port, user, sock)
@@ -73,26 +86,27 @@ class PodSSH(SSHTransport):
             raise
 
 
-def connect(cluster: ClusterConfig, identity_file: str, pod: Pod, state_dir: Path) -> PodSSH:
-    """A transport to *pod* (RUNNING, with ``ssh.direct``), pinning its host key."""
-    if not (pod.ssh_host and pod.ssh_port):
-        raise TransportError(f"pod {pod.id} has no direct SSH address yet (status {pod.status})")
-    pins = pin_path(state_dir, pod.id)
+def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str | None, port: int | None,
+            user: str | None, state_dir: Path) -> PodSSH:
+    """A transport to pod *pod_id* at *host*:*port*, pinning its host key."""
+    if not (host and port):
+        raise TransportError(f"pod {pod_id} has no direct SSH address yet")
+    pins = pin_path(state_dir, pod_id)
     pins.parent.mkdir(parents=True, exist_ok=True)
     pinned = _pinned_key(pins)
     # The pin file names the pod's current address with its pinned key, so paramiko
     # checks the key whatever address or port the pod has now; with no pin yet it is
     # empty and paramiko's AutoAddPolicy writes the first key into it.
-    text = f"{_address(pod.ssh_host, pod.ssh_port)} {pinned[0]} {pinned[1]}\n" if pinned else ""
+    text = f"{_address(host, port)} {pinned[0]} {pinned[1]}\n" if pinned else ""
     tmp = pins.with_suffix(".tmp")
     tmp.write_text(text)
     os.chmod(tmp, 0o600)
     tmp.replace(pins)
     config = attrs.evolve(
-        cluster, host=pod.ssh_host, port=pod.ssh_port, user=pod.ssh_user or "root", identity_file=identity_file,
+        cluster, host=host, port=port, user=user or "root", identity_file=identity_file,
         known_hosts=str(pins), allow_unknown_host=pinned is None, proxy_jump=None,
     )
-    return PodSSH(config, pod.id, pins)
+    return PodSSH(config, pod_id, pins)
 
 
 # ---------------------------------------------------------------------- job control

@@ -46,6 +46,7 @@ class PodRecord:
     final_state: str | None = None
     exit_code: int | None = None
     reason: str | None = None
+    resumable: bool | None = None
     ended_at: float | None = None
     #: Log, progress and results copied into the mirror (the pod may go now).
     harvested: bool = False

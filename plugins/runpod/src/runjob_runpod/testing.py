@@ -463,9 +463,12 @@ def cluster_config(fake: FakeRunpod, identity_file: Path, name: str = "pods", **
     """A ``type: runpod`` ClusterConfig pointing at *fake* (budget $10/h, $50 per job)."""
     from runjob_core.models import ClusterConfig
 
-    values = {"api_url": fake.url, "gpu_types": list(TEST_GPUS), "max_usd_per_hour": 10.0, "max_usd_total": 50.0, **settings}
+    from runjob_runpod._settings import RunpodSettings
+
+    values = {"api_url": fake.url, "gpu_types": tuple(TEST_GPUS), "max_usd_per_hour": 10.0, "max_usd_total": 50.0, **settings}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     return ClusterConfig(name=name, type="runpod", identity_file=str(identity_file), scratch_path=fake.workspace,
-                         settings=values)
+                         options=RunpodSettings(**values))
 
 
 # ---------------------------------------------------------------------- pytest fixtures
@@ -480,7 +483,7 @@ if pytest is not None:
     @pytest.fixture(scope="session")
     def pod_key(tmp_path_factory: Any) -> Path:
         """An ed25519 key pair for pods (a test cluster's identity_file)."""
-        from runjob_core import execute
+        from runjob_core.transport import execute
 
         key = tmp_path_factory.mktemp("pod-key") / "id_ed25519"
         made = execute.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "runjob-runpod-test", "-f", str(key)])
