@@ -34,7 +34,7 @@ def test_a_good_cluster_passes_every_row_without_a_pod(runjob_home, fake_runpod,
 def test_each_failure_has_its_fix(runjob_home, fake_runpod, pod_key, monkeypatch, tmp_path):
     monkeypatch.setenv("RUNPOD_API_KEY", "rp_wrong")
     cluster = cluster_config(fake_runpod, tmp_path / "no-such-key", gpu_types=["NVIDIA H100 80GB HBM3"])
-    cluster = attrs.evolve(cluster, settings={k: v for k, v in cluster.settings.items() if k != "max_usd_total"})
+    cluster = attrs.evolve(cluster, options=attrs.evolve(cluster.options, max_usd_total=None))
     rows = _rows(runjob_home, cluster)
     assert not rows["API key"].ok and "RUNPOD_API_KEY" in rows["API key"].fix and "rp_wrong" not in rows["API key"].detail
     assert not rows["SSH key"].ok and "ssh-keygen" in rows["SSH key"].detail

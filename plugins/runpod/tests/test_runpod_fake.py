@@ -39,6 +39,12 @@ def _create(http, pod_key, **fields):
     return response.json()
 
 
+def _connect(pod_json, pod_key, state_dir):
+    pod = _api.Pod.from_json(pod_json)
+    return _ssh.connect(ClusterConfig(name="t", type="runpod"), str(pod_key), pod.id, pod.ssh_host, pod.ssh_port, pod.ssh_user,
+                        state_dir)
+
+
 def _until_running(http, pod_id):
     seen = []
     while True:
@@ -88,7 +94,7 @@ def test_the_create_body_is_checked_like_the_spec(http):
 
 def test_a_running_pod_is_an_sshd_with_the_pod_env_in_pid_1(http, pod_key, fake_runpod, tmp_path):
     pod, _ = _until_running(http, _create(http, pod_key)["id"])
-    transport = _ssh.connect(ClusterConfig(name="t", type="runpod"), str(pod_key), _api.Pod.from_json(pod), tmp_path)
+    transport = _connect(pod, pod_key, tmp_path)
     try:
         environ = transport.run_shell("tr '\\0' '\\n' < /proc/1/environ").stdout.splitlines()
         assert "MY_SETTING=a b'c" in environ and f"RUNPOD_POD_ID={pod['id']}" in environ
@@ -118,8 +124,7 @@ def test_only_the_injected_key_logs_in(http, pod_key, tmp_path):
 
 def test_stop_start_gives_a_new_port_and_the_pin_follows_the_pod(http, pod_key, fake_runpod, tmp_path):
     pod, _ = _until_running(http, _create(http, pod_key, mounts={"persistent": {"size": 20, "path": "/vol"}})["id"])
-    cluster = ClusterConfig(name="t", type="runpod")
-    first = _ssh.connect(cluster, str(pod_key), _api.Pod.from_json(pod), tmp_path)
+    first = _connect(pod, pod_key, tmp_path)
     first.run(["true"])
     first.close()
     pinned = _ssh.pin_path(tmp_path, pod["id"]).read_text().split()[1:]
@@ -129,13 +134,13 @@ def test_stop_start_gives_a_new_port_and_the_pin_follows_the_pod(http, pod_key, 
     assert http.post(f"/pods/{pod['id']}/action", json={"action": "start"}).status_code == 200
     again, _ = _until_running(http, pod["id"])
     assert again["ssh"]["direct"]["port"] != pod["ssh"]["direct"]["port"]
-    second = _ssh.connect(cluster, str(pod_key), _api.Pod.from_json(again), tmp_path)
+    second = _connect(again, pod_key, tmp_path)
     assert second.run(["true"]).ok  # same host key at the new port: accepted
     second.close()
     assert _ssh.pin_path(tmp_path, pod["id"]).read_text().split()[1:] == pinned
     fake_runpod.rekey(pod["id"])
     rekeyed = http.get(f"/pods/{pod['id']}").json()
-    third = _ssh.connect(cluster, str(pod_key), _api.Pod.from_json(rekeyed), tmp_path)
+    third = _connect(rekeyed, pod_key, tmp_path)
     with pytest.raises(TransportError, match="different host key than the one runjob pinned"):
         third.run(["true"])
     assert http.delete(f"/pods/{pod['id']}").status_code == 204
@@ -145,14 +150,14 @@ def test_stop_start_gives_a_new_port_and_the_pin_follows_the_pod(http, pod_key, 
 def test_a_stop_wipes_the_container_disk_and_keeps_the_volume(http, pod_key, fake_runpod, tmp_path):
     volume = str(Path(fake_runpod.root) / "volume-mount")
     pod, _ = _until_running(http, _create(http, pod_key, mounts={"persistent": {"size": 20, "path": volume}})["id"])
-    transport = _ssh.connect(ClusterConfig(name="t", type="runpod"), str(pod_key), _api.Pod.from_json(pod), tmp_path)
+    transport = _connect(pod, pod_key, tmp_path)
     transport.put_text(f"{volume}/kept.txt", "kept")
     transport.put_text(f"{fake_runpod.workspace}/wiped.txt", "wiped")
     transport.close()
     http.post(f"/pods/{pod['id']}/action", json={"action": "stop"})
     http.post(f"/pods/{pod['id']}/action", json={"action": "start"})
     again, _ = _until_running(http, pod["id"])
-    transport = _ssh.connect(ClusterConfig(name="t", type="runpod"), str(pod_key), _api.Pod.from_json(again), tmp_path)
+    transport = _connect(again, pod_key, tmp_path)
     try:
         assert transport.read_text(f"{volume}/kept.txt") == "kept"
         assert transport.stat(f"{fake_runpod.workspace}/wiped.txt") is None
@@ -162,7 +167,7 @@ def test_a_stop_wipes_the_container_disk_and_keeps_the_volume(http, pod_key, fak
 
 def test_a_lost_pod_kills_its_processes(http, pod_key, fake_runpod, tmp_path):
     pod, _ = _until_running(http, _create(http, pod_key)["id"])
-    transport = _ssh.connect(ClusterConfig(name="t", type="runpod"), str(pod_key), _api.Pod.from_json(pod), tmp_path)
+    transport = _connect(pod, pod_key, tmp_path)
     marker = f"runjob-fake-job-{pod['id']}"
     transport.run_shell(f"{{ nohup setsid bash -c 'exec -a {marker} sleep 300' > /dev/null 2>&1 < /dev/null & }}")
     transport.close()

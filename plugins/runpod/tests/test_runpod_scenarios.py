@@ -109,7 +109,7 @@ def test_a_refused_key_stops_with_one_line(runjob_home, fake_runpod, pod_key, ru
 
 
 @pytest.mark.parametrize("how", ["EXITED", "TERMINATED"])
-def test_a_pod_lost_under_its_job_is_a_lost_node_and_returned(runjob_home, fake_runpod, pod_key, how):
+def test_a_pod_lost_under_its_job_is_lost_and_returned(runjob_home, fake_runpod, pod_key, how):
     text = RESULTS_JOB.replace('echo "pod=', 'sleep 60; echo "pod=') + "resume: {auto: false}\n"
     job_file = _setup(runjob_home, fake_runpod, pod_key, text)
     context = lifecycle.open_context()
@@ -121,41 +121,51 @@ def test_a_pod_lost_under_its_job_is_a_lost_node_and_returned(runjob_home, fake_
         fake_runpod.lose(submission.backend_job_id, how)
         monitor.cycle(context, [row.id])
         latest = context.store.latest_attempt(row.id)
-        assert latest.state == "NODE_FAIL" and submission.backend_job_id in latest.reason, (latest.state, latest.reason)
+        assert latest.state == "LOST" and submission.backend_job_id in latest.reason, (latest.state, latest.reason)
         assert [e.kind for e in context.store.events(row.id, kinds=("resume_skipped", "resuming"))] == ["resume_skipped"]
     finally:
         context.close()
     assert fake_runpod.pods == {}  # an EXITED pod still bills its disk: terminated too
 
 
-def test_killed_while_provisioning_then_run_again_rents_one_pod(runjob_home, fake_runpod, pod_key, monkeypatch):
+def test_killed_while_provisioning_then_run_again_rents_one_pod(runjob_home, fake_runpod, pod_key, runjob_cli):
+    import signal
+    import subprocess
+    import sys
+
+    _setup(runjob_home, fake_runpod, pod_key)
+    fake_runpod.hold_provisioning = True
+    first = subprocess.Popen([sys.executable, "-m", "runjob_core", "run", "job.yaml", "--yes"], cwd=runjob_home,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: fake_runpod.pods and fake_runpod.requests("GET", r"^/v2/pods/"), timeout=120,
+                   what="runjob to wait for its pod")
+    finally:
+        first.send_signal(signal.SIGKILL)  # no cleanup at all: the pod is left provisioning
+        first.wait()
+    assert len(fake_runpod.pods) == 1
+    fake_runpod.hold_provisioning = False
+    result = runjob_cli("run", "job.yaml", "--yes")
+    assert result.exit_code == 0, result.output
+    assert len(fake_runpod.requests("POST", r"^/v2/pods$")) == 1
+    assert fake_runpod.pods == {} and len(fake_runpod.gone) == 1
+
+
+def test_interrupted_while_provisioning_returns_the_pod(runjob_home, fake_runpod, pod_key, monkeypatch):
     job_file = _setup(runjob_home, fake_runpod, pod_key)
-    real_wait = _backend._wait_running
-    calls = []
 
     def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 1:
-            raise KeyboardInterrupt  # the user pressed ^C while the pod was starting
-        return real_wait(*args, **kwargs)
+        raise KeyboardInterrupt  # ^C while the pod was starting
 
     monkeypatch.setattr(_backend, "_wait_running", interrupted)
     job = lifecycle.config.load_job(job_file)
     context = lifecycle.open_context()
-    with pytest.raises(KeyboardInterrupt):
-        lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
-    context.close()
-    assert len(fake_runpod.pods) == 1
-    context = lifecycle.open_context()
     try:
-        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
-        monitor.watch(context, [row.id], min_interval=0.2, max_interval=1)
-        assert context.store.latest_attempt(row.id).state == "COMPLETED"
-        assert lifecycle.collect(context, context.store.get_job(row.id)).ok
+        with pytest.raises(KeyboardInterrupt):
+            lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
     finally:
         context.close()
-    assert len(fake_runpod.requests("POST", r"^/v2/pods$")) == 1
-    assert fake_runpod.pods == {} and list(fake_runpod.gone) == [submission.backend_job_id]
+    assert fake_runpod.pods == {} and len(fake_runpod.gone) == 1
 
 
 def test_a_changed_host_key_is_refused(runjob_home, fake_runpod, pod_key):
@@ -218,7 +228,7 @@ def test_a_lost_pod_is_resumed_on_a_new_pod_from_its_network_volume(runjob_home,
         fake_runpod.lose(first.backend_job_id, "TERMINATED")  # the host is gone, and the pod with it
         monitor.watch(context, [row.id], min_interval=0.2, max_interval=1)
         attempts = context.store.attempts(row.id)
-        assert [(a.n, a.state) for a in attempts] == [(1, "NODE_FAIL"), (2, "COMPLETED")]
+        assert [(a.n, a.state) for a in attempts] == [(1, "LOST"), (2, "COMPLETED")]
         assert attempts[1].backend_job_id != first.backend_job_id
         resuming = [e.message for e in context.store.events(row.id, kinds=("resuming",))]
         assert len(resuming) == 1 and "network volume vol_runjob_test" in resuming[0]

@@ -12,8 +12,15 @@ from runjob_runpod import _settings
 def _load(tmp_path, body: str):
     path = tmp_path / "clusters.yaml"
     path.write_text(body)
-    clusters = config.load_clusters(path)
+    clusters = config.load_clusters(path, backends=_backends())
     return path, clusters["pods"]
+
+
+def _backends():
+    from runjob_core.plugins import backend_infos, get_plugin_manager
+
+    pm, _infos = get_plugin_manager()
+    return backend_infos(pm)
 
 
 def test_a_full_entry_loads_with_its_values(tmp_path):
@@ -23,25 +30,24 @@ clusters:
     type: runpod
     identity_file: ~/.ssh/id_ed25519
     scratch_path: /workspace
-    settings:
-      gpu_types: ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"]
-      cloud: COMMUNITY
-      container_disk_gb: 40
-      network_volume_id: vol_abc
-      data_centers: [US-TX-3]
-      max_usd_per_hour: 10
-      max_usd_total: 50
-      keep_pod: true
+    gpu_types: ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"]
+    cloud: COMMUNITY
+    container_disk_gb: 40
+    network_volume_id: vol_abc
+    data_centers: [US-TX-3]
+    max_usd_per_hour: 10
+    max_usd_total: 50
+    keep_pod: true
 """)
     s = _settings.for_cluster(cluster)
     assert s.gpu_types == ("NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe")
     assert (s.cloud, s.request_cloud, s.container_disk_gb, s.network_volume_id, s.volume_gb) == ("COMMUNITY", "COMMUNITY", 40, "vol_abc", None)
     assert (s.max_usd_per_hour, s.max_usd_total, s.keep_pod, s.data_centers) == (10.0, 50.0, True, ("US-TX-3",))
-    assert (s.api_url, s.api_key_env, s.identity_file, s.scratch_path) == (
-        "https://api.runpod.io/v2", "RUNPOD_API_KEY", "~/.ssh/id_ed25519", "/workspace")
+    assert (s.api_url, s.api_key_env) == ("https://api.runpod.io/v2", "RUNPOD_API_KEY")
+    assert (_settings.identity_file(cluster), _settings.volume_path(cluster)) == ("~/.ssh/id_ed25519", "/workspace")
 
 
-def _problems(raw, path="$.clusters.pods.settings"):
+def _problems(raw, path="$.clusters.pods"):
     with pytest.raises(ConfigError) as caught:
         _settings.parse(raw, source="clusters.yaml", path=path)
     return caught.value.problems
@@ -49,12 +55,12 @@ def _problems(raw, path="$.clusters.pods.settings"):
 
 def test_a_misspelled_key_gets_did_you_mean():
     assert _problems({"gpu_type": ["x"]}) == [
-        "unknown key 'gpu_type' at $.clusters.pods.settings in clusters.yaml; did you mean 'gpu_types'?"]
+        "unknown key 'gpu_type' at $.clusters.pods in clusters.yaml; did you mean 'gpu_types'?"]
 
 
 def test_a_wrong_type_names_the_key_path():
     (problem,) = _problems({"gpu_types": ["NVIDIA L4"], "max_usd_total": "fifty"})
-    assert problem == "expected a number, got 'fifty' at $.clusters.pods.settings.max_usd_total in clusters.yaml"
+    assert problem == "expected a number, got 'fifty' at $.clusters.pods.max_usd_total in clusters.yaml"
 
 
 @pytest.mark.parametrize(("raw", "expected"), [
@@ -63,14 +69,13 @@ def test_a_wrong_type_names_the_key_path():
     ({"gpu_types": ["NVIDIA L4"], "volume_gb": 5}, "volume_gb must be at least 10"),
     ({"gpu_types": ["NVIDIA L4"], "cloud": "ALL"}, "cloud must be SECURE, COMMUNITY or any, not 'ALL'"),
     ({"gpu_types": ["NVIDIA L4"], "max_usd_total": 0}, "max_usd_total must be more than 0"),
-    ({"gpu_types": ["NVIDIA L4"], "scratch_path": "workspace"}, "must be absolute"),
     ({"gpu_types": ["NVIDIA L4"], "data_centers": ["texas"]}, "invalid data center id 'texas'"),
     ({"gpu_types": ["NVIDIA L4", "NVIDIA L4"]}, "listed twice"),
     ({"gpu_types": ["NVIDIA L4"], "api_url": "api.runpod.io"}, "invalid URL"),
 ])
 def test_cross_field_rules(raw, expected):
     (problem,) = _problems(raw)
-    assert expected in problem and "in clusters.yaml" in problem and "$.clusters.pods.settings." in problem
+    assert expected in problem and "in clusters.yaml" in problem and "$.clusters.pods." in problem
 
 
 def test_a_key_pasted_as_api_key_env_is_refused_without_echoing_it():
@@ -84,17 +89,19 @@ def test_every_problem_of_an_entry_is_reported_at_once():
     assert len(problems) == 3
 
 
-def test_the_loaded_file_and_path_are_named(tmp_path):
-    path, cluster = _load(tmp_path, "clusters:\n  pods:\n    type: runpod\n    settings:\n      gpu_typs: [a]\n")
+def test_the_loader_validates_the_flat_keys_with_did_you_mean(tmp_path):
     with pytest.raises(ConfigError) as caught:
-        _settings.for_cluster(cluster)
-    assert str(caught.value) == (f"unknown key 'gpu_typs' at $.clusters.pods.settings in {path}; "
-                                 "did you mean 'gpu_types'?")
+        _load(tmp_path, "clusters:\n  pods:\n    type: runpod\n    gpu_typs: [a]\n")
+    path = tmp_path / "clusters.yaml"
+    assert str(caught.value) == f"unknown key 'gpu_typs' at $.clusters.pods in {path} (backend 'runpod'); did you mean 'gpu_types'?"
 
 
-def test_core_keys_stay_in_the_entry(tmp_path):
-    path, cluster = _load(tmp_path, "clusters:\n  pods:\n    type: runpod\n    settings:\n      gpu_types: [a]\n"
-                                    "      identity_file: ~/.ssh/k\n")
+def test_cross_field_rules_of_a_loaded_cluster_name_the_file(tmp_path):
+    path, cluster = _load(tmp_path, "clusters:\n  pods:\n    type: runpod\n    scratch_path: workspace\n"
+                                    "    gpu_types: [a]\n    volume_gb: 5\n")
     with pytest.raises(ConfigError) as caught:
         _settings.for_cluster(cluster)
-    assert "move it to $.clusters.pods.identity_file" in str(caught.value)
+    assert caught.value.problems == [
+        f"volume_gb must be at least 10 (RunPod's minimum), not 5 at $.clusters.pods.volume_gb in {path}",
+        f"scratch_path on a pod must be absolute (e.g. /workspace), not 'workspace' at $.clusters.pods.scratch_path in {path}",
+    ]

@@ -110,6 +110,8 @@ class FakeRunpod:
         #: None: unlimited; 0: every create is refused with 402.
         self.balance: float | None = None
         self.faults: list[Fault] = []
+        #: True: pods stay PROVISIONING (no machine free yet) until it is set back to False.
+        self.hold_provisioning = False
         self.pods: dict[str, FakePod] = {}
         self.gone: dict[str, FakePod] = {}
         #: (method, path, status) of every request, in order.
@@ -213,6 +215,8 @@ class FakeRunpod:
 
     def _advance(self, pod: FakePod) -> None:
         pod.reads += 1
+        if pod.status == "PROVISIONING" and self.hold_provisioning:
+            return
         if pod.status == "PROVISIONING":
             pod.status = "STARTING"
         elif pod.status == "STARTING":
