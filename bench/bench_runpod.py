@@ -74,7 +74,9 @@ def bench_poll(context, fake, key, n: int, reps: int) -> None:
     submissions = [_submit(context, i) for i in range(n)]
     cluster = context.clusters["pods"]
     poll = context.hook("runjob_poll", "runpod")
-    router = context.transport(cluster)
+
+    def ssh_commands() -> int:
+        return sum(len(t.ssh.commands) for t in context._transports.values() if hasattr(t, "ssh"))
 
     def runjob_poll():
         statuses = poll(submissions=submissions, cluster=cluster, context=context)
@@ -84,7 +86,7 @@ def bench_poll(context, fake, key, n: int, reps: int) -> None:
     raw_ssh = {}
     for sub in submissions:
         pod = client.get_pod(sub.backend_job_id)
-        raw_ssh[pod.id] = _ssh.connect(cluster, str(key), pod, Path(context.state_dir) / "raw")
+        raw_ssh[pod.id] = _ssh.connect(cluster, str(key), pod.id, pod.ssh_host, pod.ssh_port, "root", Path(context.state_dir) / "raw")
     files = {s.backend_job_id: _ssh.JobFiles(s.job_dir, "", s.log_path, s.attempt) for s in submissions}
 
     def raw_poll():
@@ -95,14 +97,14 @@ def bench_poll(context, fake, key, n: int, reps: int) -> None:
 
     runjob_poll(), raw_poll()  # warm: connections open on both sides
     api_before = len(fake.log)
-    ssh_before = sum(len(t.commands) for t in router._pods.values())
+    ssh_before = ssh_commands()
     runjob_poll()
     api_calls = len(fake.log) - api_before
-    ssh_commands = sum(len(t.commands) for t in router._pods.values()) - ssh_before
+    ssh_used = ssh_commands() - ssh_before
     ours, raw = time_interleaved([runjob_poll, raw_poll], reps)
     show(f"poll of {n} running pods", [("raw: GET /v2/pods + one paramiko exec per pod", raw),
                                        ("runjob_poll (runjob-runpod)", ours)], target="at most 1.5x")
-    print(f"  one poll: {api_calls} API call(s), {ssh_commands} SSH command(s) for {n} running pods "
+    print(f"  one poll: {api_calls} API call(s), {ssh_used} SSH command(s) for {n} running pods "
           f"(target: 1 and at most {n})")
     for transport in raw_ssh.values():
         transport.close()
@@ -119,7 +121,7 @@ def bench_submit(context, fake, key, reps: int) -> None:
 
     def raw_start():
         body = _backend.create_body(settings, name=f"runjob-raw-{next(counter)}", gpu_id=settings.gpu_types[0], gpu_count=1,
-                                    public_key=public, tag="raw")
+                                    public_key=public, tag="raw", volume_path=fake.workspace)
         pod = client.create_pod(body)
         while not pod.reachable:
             time.sleep(0.2)

@@ -239,3 +239,20 @@ def test_a_lost_pod_is_resumed_on_a_new_pod_from_its_network_volume(runjob_home,
     rows = (runjob_home / "results" / "pod-resume" / "rows.jsonl").read_text().splitlines()
     assert [json.loads(r)["id"] for r in rows] == [1, 2]
     assert fake_runpod.pods == {} and len(fake_runpod.gone) == 2
+
+
+def test_runjob_pods_lists_and_terminates_what_runjob_rents(runjob_home, fake_runpod, pod_key, runjob_cli):
+    job_file = _setup(runjob_home, fake_runpod, pod_key, RESULTS_JOB.replace('echo "pod=', 'sleep 300; echo "pod='))
+    context = lifecycle.open_context()
+    try:
+        job = lifecycle.config.load_job(job_file)
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+    finally:
+        context.close()
+    listed = json.loads(runjob_cli("pods", "--json").output)["pods"]
+    assert [(p["pod"], p["job"], p["status"], p["usd_per_hour"]) for p in listed] == [
+        (submission.backend_job_id, row.id, "RUNNING", 2.69)]
+    result = runjob_cli("pods", "--terminate")
+    assert result.exit_code == 0 and submission.backend_job_id in result.output
+    assert fake_runpod.pods == {}
+    assert runjob_cli("pods").output.strip() == "no live pods created by runjob"
