@@ -35,5 +35,12 @@ def test_the_smallest_job_on_a_real_pod(runjob_home, runjob_cli):
         assert result.exit_code == 0, result.output
         assert (runjob_home / "results" / "live-smallest" / "rows.jsonl").is_file()
     finally:
-        left = json.loads(runjob_cli("pods", "--terminate", "--json").output)["pods"]
-        assert left == [], f"pods were still live and have been terminated now: {left}"
+        # Only this test's pods (its own state folder knows them); other runjob pods of the
+        # account are left alone.
+        from runjob_runpod import _api
+
+        mine = [p for p in json.loads(runjob_cli("pods", "--json").output)["pods"] if p["job"]]
+        with _api.RunpodClient(options.api_url, os.environ["RUNPOD_API_KEY"]) as client:
+            for pod in mine:
+                client.terminate_pod(pod["pod"])
+        assert mine == [], f"pods were still live and have been terminated now: {mine}"
