@@ -6,7 +6,7 @@ import attrs
 
 from runjob_core import lifecycle
 from runjob_core.testing import write_clusters_yaml
-from runjob_runpod import _backend
+from runjob_runpod import _checks
 from runjob_runpod.testing import cluster_config
 
 
@@ -18,7 +18,7 @@ def _context(home, cluster):
 def _rows(home, cluster):
     context = _context(home, cluster)
     try:
-        return {r.check: r for r in _backend.check_cluster(context.clusters[cluster.name], context)}
+        return {r.check: r for r in _checks.check_cluster(context.clusters[cluster.name], context)}
     finally:
         context.close()
 
@@ -56,11 +56,11 @@ def test_the_estimate_prices_the_dearest_affordable_type_for_the_time_limit(runj
     try:
         job = lifecycle.config.job_from_mapping({"name": "e", "command": "true", "cluster": "pods",
                                                  "resources": {"gpus": 2, "time": "2h"}}, source="e.yaml")
-        estimate = _backend.estimate(job, context.clusters["pods"], context)
+        estimate = _checks.estimate(job, context.clusters["pods"], context)
         # 2 x H100 = $5.38/h is over $4/h: only 2 x A100 ($3.28/h) may be rented; 2 h -> $6.56.
         assert estimate.fits is True and estimate.data["usd_per_hour"] == {"NVIDIA A100 80GB PCIe": 3.28}
         assert "up to $6.56 on RunPod" in estimate.summary and estimate.data["vram_gb"] == {"NVIDIA A100 80GB PCIe": 80}
         untimed = attrs.evolve(job, resources=attrs.evolve(job.resources, time=None))
-        assert _backend.estimate(untimed, context.clusters["pods"], context).fits is False
+        assert _checks.estimate(untimed, context.clusters["pods"], context).fits is False
     finally:
         context.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import attrs
 import pytest
 
 from runjob_core import lifecycle, monitor

@@ -26,9 +26,9 @@ def runjob_backend_info():
 
 @hookimpl
 def runjob_estimate(job, cluster, context):
-    from runjob_runpod import _backend
+    from runjob_runpod import _checks
 
-    return _backend.estimate(job, cluster, context)
+    return _checks.estimate(job, cluster, context)
 
 
 @hookimpl
@@ -100,6 +100,6 @@ def runjob_release(machine, submission, cluster, reason, context):
 
 @hookimpl
 def runjob_check_cluster(cluster, transport, context):
-    from runjob_runpod import _backend
+    from runjob_runpod import _checks
 
-    return _backend.check_cluster(cluster, context)
+    return _checks.check_cluster(cluster, context)
