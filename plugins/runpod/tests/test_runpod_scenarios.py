@@ -49,12 +49,14 @@ def test_a_job_end_to_end_results_collected_and_pod_terminated(runjob_home, fake
     # The pod's env (given at creation) reached the job through /proc/1/environ.
     log = next((runjob_home / ".runjob" / "runpod" / "mirror").rglob("*.out")).read_text()
     assert f"pod={pod.id} tag=runjob:" in log
-    # With the pod gone, `runjob logs` reads the copy runjob kept.
     record = _state.all_records(runjob_home / ".runjob")[0]
+    report = json.loads(runjob_cli("report", record.job_id, "--json").output)
+    (cost,) = [a for a in report["artifacts"] if a["kind"] == "cost"]
+    assert cost["location"].startswith(f"pod {pod.id}: $") and cost["location"].endswith("at $2.69/h")
+    # With the pod gone, `runjob logs` reads the copy runjob kept.
     assert f"pod={pod.id}" in runjob_cli("logs", record.job_id).output
     terminated = _events({"pod_terminated"})
     assert [e.data["pod_id"] for e in terminated] == [pod.id]
-    record = _state.all_records(runjob_home / ".runjob")[0]
     assert (record.final_state, record.exit_code, record.live) == ("COMPLETED", 0, False)
     # The request carried the v2 fields: one GPU type, cloud, disk, the SSH port, the key.
     body = pod.body

@@ -534,11 +534,15 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
         if path.suffix == ".jsonl":
             with open(path, "rb") as handle:
                 rows += sum(1 for line in handle if line.strip())
+    # What the attempt's pod cost (creation to termination, at RunPod's own price for it).
+    usd = round(record.accrued_usd(), 4)
+    cost = Artifact(name="pod-cost", kind="cost", location=f"pod {record.pod_id}: ${usd:.2f} at ${record.cost_per_hour:.2f}/h",
+                    source=SOURCE, data={"usd": usd, "usd_per_hour": record.cost_per_hour, "pod_id": record.pod_id,
+                                         "gpu": f"{record.gpu_count} x {record.gpu_id}"})
     if not files:
-        return []
+        return [cost]
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}",
-                           "usd": round(record.accrued_usd(), 4)})]
+                     data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}"}), cost]
 
 
 # ---------------------------------------------------------------------- resume
