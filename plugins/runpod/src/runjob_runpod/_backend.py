@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from runjob_core.config import parse_duration
-from runjob_core.errors import BackendError, TransportError
+from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
     CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan,
     Submission,
@@ -135,7 +135,14 @@ def provision(job, attempt, cluster, context) -> Machine:
     settings = settings_for(cluster, context)
     client = client_for(cluster, context, settings)
     public_key = _public_key(settings, cluster)
-    existing = [p for p in client.list_pods(name_prefix=tag_prefix(attempt.tag)) if p.status not in _GONE]
+    existing = []
+    for found in client.list_pods(name_prefix=tag_prefix(attempt.tag)):
+        if found.status in _LIVE:
+            existing.append(found)
+        elif found.status not in _GONE:
+            # This attempt's pod from a crashed run that has stopped since: it still bills
+            # its disk and will never run the job.
+            client.terminate_pod(found.id)
     if existing:
         pod = existing[0]
         context.event(attempt.job_id, "provisioning", f"pod {pod.id} of this attempt exists ({pod.status}); using it",
@@ -153,7 +160,12 @@ def provision(job, attempt, cluster, context) -> Machine:
         _connect_when_up(context.transport(cluster, machine))
     except BaseException:
         # No Machine reached the core: it cannot release this pod, so it goes here.
-        _terminate(client, record, context, why="provisioning failed")
+        try:
+            _terminate(client, record, context, why="provisioning failed")
+        except RunjobError as exc:
+            context.event(attempt.job_id, "release_failed", f"could not terminate pod {pod.id} ({exc}); it may still cost "
+                          "money: run `runjob pods --terminate` or remove it in the RunPod console", attempt=attempt.n,
+                          source=SOURCE)
         raise
     return machine
 
@@ -179,6 +191,7 @@ def _extra(machine: Machine) -> dict[str, str]:
 
 
 _GONE = (_api.TERMINATED,)
+_LIVE = (_api.PROVISIONING, _api.STARTING, _api.RUNNING)
 
 
 def _create(client, settings, job, attempt, cluster, context, name: str, public_key: str) -> _api.Pod:

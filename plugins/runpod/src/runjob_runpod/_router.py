@@ -108,12 +108,20 @@ class PodMachine(Transport):
         self.context = context
         self.label = ssh.label
         self._local = LocalTransport()
+        self._tag: str | None = None
 
     def _ended(self) -> _state.PodRecord | None:
         ended = self.context.scratchpad("runjob-runpod:ended").get(self.ssh.pod_id)
         if ended is not None:
             return ended
-        record = next((r for r in _state.all_records(self.context.state_dir) if r.pod_id == self.ssh.pod_id), None)
+        # The record may have been written by another runjob process: read this pod's own
+        # file (found once by a scan, then one small read per call).
+        if self._tag is None:
+            found = next((r for r in _state.all_records(self.context.state_dir) if r.pod_id == self.ssh.pod_id), None)
+            if found is None:
+                return None
+            self._tag = found.tag
+        record = _state.load(self.context.state_dir, self._tag)
         return record if record is not None and record.harvested and not record.live else None
 
     def _read_target(self, path: str) -> tuple[Transport, str]:
