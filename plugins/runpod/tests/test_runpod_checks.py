@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 
 from runjob_core import lifecycle
@@ -62,5 +64,28 @@ def test_the_estimate_prices_the_dearest_affordable_type_for_the_time_limit(runj
         assert "up to $6.56 on RunPod" in estimate.summary and estimate.data["vram_gb"] == {"NVIDIA A100 80GB PCIe": 80}
         untimed = attrs.evolve(job, resources=attrs.evolve(job.resources, time=None))
         assert _checks.estimate(untimed, context.clusters["pods"], context).fits is False
+    finally:
+        context.close()
+
+
+LLAMA = str(Path(__file__).parents[3] / "tests" / "data" / "model_configs" / "meta-llama--Llama-3.1-8B")
+
+
+def test_the_memory_estimate_uses_the_smallest_gpu_the_pod_may_get(runjob_home, fake_runpod, pod_key):
+    job_raw = {"name": "m", "command": "true", "cluster": "pods", "model": {"path": LLAMA},
+               "resources": {"gpus": 1, "time": "1h"}}
+    context = _context(runjob_home, cluster_config(fake_runpod, pod_key,
+                                                   gpu_types=["NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"]))
+    try:
+        job = lifecycle.config.job_from_mapping(job_raw, source="m.yaml")
+        refused = _checks.estimate(job, context.clusters["pods"], context)
+        assert refused.fits is False and "(on NVIDIA GeForce RTX 4090, the smallest of gpu_types)" in refused.summary
+        assert refused.suggestions[0] == "drop NVIDIA GeForce RTX 4090 from gpu_types (keep NVIDIA H100 80GB HBM3)"
+    finally:
+        context.close()
+    context = _context(runjob_home, cluster_config(fake_runpod, pod_key, gpu_types=["NVIDIA H100 80GB HBM3"]))
+    try:
+        fits = _checks.estimate(job, context.clusters["pods"], context)
+        assert fits.fits is True and "memory on NVIDIA H100 80GB HBM3:" in fits.summary and "up to $2.69" in fits.summary
     finally:
         context.close()

@@ -10,15 +10,16 @@ from typing import Any
 
 from runjob_core.config import parse_duration
 from runjob_core.errors import RunjobError
+import attrs
+
 from runjob_core.models import Estimate
 from runjob_runpod import _settings
 from runjob_runpod._backend import SOURCE, _gpu_count, _public_key, client_for, settings_for
 
 
-def estimate(job, cluster, context) -> Estimate | None:
+def _cost_estimate(job, cluster, context, catalog) -> Estimate | None:
     """Price per hour of the first affordable GPU type x GPUs x time limit, against the budget."""
     settings = settings_for(cluster, context)
-    catalog = {g.id: g for g in client_for(cluster, context, settings).gpu_types()}
     unknown = [g for g in settings.gpu_types if g not in catalog]
     if unknown:
         return Estimate(source=SOURCE, fits=False, summary=f"GPU type {unknown[0]!r} is not in RunPod's catalog",
@@ -85,3 +86,31 @@ def check_cluster(cluster, context) -> list:
     rows.append(row("budget", budget, f"max ${settings.max_usd_per_hour}/h, ${settings.max_usd_total} per job",
                     f"set max_usd_per_hour and max_usd_total in clusters.{cluster.name}"))
     return rows
+
+
+
+def estimate(job, cluster, context) -> Estimate | None:
+    """The cost against the budget, and (when neither the job nor the cluster names a GPU
+    type) the memory estimate on the smallest GPU of the affordable ``gpu_types``: the pod
+    may land on any of them."""
+    settings = settings_for(cluster, context)
+    catalog = {g.id: g for g in client_for(cluster, context, settings).gpu_types()}
+    cost = _cost_estimate(job, cluster, context, catalog)
+    if cost is None or cost.fits is False or job.resources.gpu_type or cluster.gpu_type:
+        return cost  # a GPU type named in the job or cluster: the core's memory estimate uses it
+    candidates = list(cost.data.get("usd_per_hour", {}))
+    if not candidates:
+        return cost
+    smallest = min(candidates, key=lambda g: catalog[g].memory_gb)
+    from runjob_core.estimator import preflight
+
+    memory = preflight.memory_estimate(job, attrs.evolve(cluster, gpu_type=smallest), context, SOURCE)
+    if memory is None or memory.fits is None:
+        return cost
+    data = {**cost.data, "memory": memory.data, "memory_gpu": smallest}
+    if memory.fits is False:
+        bigger = [g for g in candidates if catalog[g].memory_gb > catalog[smallest].memory_gb]
+        hint = f"drop {smallest} from gpu_types (keep {', '.join(bigger)})" if bigger else "list GPU types with more memory"
+        return Estimate(source=SOURCE, fits=False, data=data, summary=f"{memory.summary} (on {smallest}, the smallest of gpu_types)",
+                        suggestions=(hint, *memory.suggestions))
+    return attrs.evolve(cost, summary=f"{cost.summary}; memory on {smallest}: {memory.summary}", data=data)
