@@ -120,10 +120,11 @@ def test_bad_input_is_one_clear_error_and_leaves_nothing(project, text, expected
 
 def test_unknown_backend_type_says_what_to_install(project):
     (project / ".runjob").mkdir(exist_ok=True)
-    (project / ".runjob" / "clusters.yaml").write_text("clusters:\n  pods:\n    type: runpod\n")
+    # A backend ./dev does not install (runjob-runpod now is).
+    (project / ".runjob" / "clusters.yaml").write_text("clusters:\n  pods:\n    type: kubernetes\n")
     job_file(project, "gpujob", "nvidia-smi", cluster="pods")
     result = runjob("submit", "gpujob.yaml", "--yes", cwd=project, check=1)
-    assert "no backend named 'runpod'" in result.stderr and "pip install runjob-runpod" in result.stderr
+    assert "no backend named 'kubernetes'" in result.stderr and "pip install runjob-kubernetes" in result.stderr
     assert "Traceback" not in result.stderr
 
 

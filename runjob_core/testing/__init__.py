@@ -121,6 +121,8 @@ def write_clusters_yaml(path: Path, clusters: Sequence[ClusterConfig]) -> Path:
     data = {}
     for cluster in clusters:
         entry = {k: v for k, v in unstructure(cluster).items() if k not in ("name", "source") and v not in (None, [], {}, ())}
+        # A backend's own keys (cluster.options) sit flat in the entry, beside the core's.
+        entry.update({k: v for k, v in (entry.pop("options", None) or {}).items() if v not in (None, [], {}, ())})
         data[cluster.name] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"clusters": data}, sort_keys=False))
