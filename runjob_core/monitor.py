@@ -91,8 +91,14 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
             status = statuses.get(submission.backend_job_id) or JobStatus(
                 state=LOST, source="runjob-core", reason="the backend did not report this job"
             )
-            if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views):
-                changed = True
+            try:
+                if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views):
+                    changed = True
+            except TransportError as exc:
+                # The poll answered but the job's machine did not (its log, progress): nothing
+                # of this job was recorded, so the next cycle reads it again.
+                context.event(attempt.job_id, "transient", f"reading the job's files failed, will retry: {exc}",
+                              attempt=attempt.n)
     finished = set()
     for job_id in job_ids or []:
         if job_id not in views:

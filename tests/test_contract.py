@@ -405,3 +405,29 @@ def test_a_whole_file_scanner_is_not_also_fed_windows(tmp_path):
     labels = [f.label for f in health_scan.scan_file(context, log)]
     assert "whole" in labels and _WholeFileChecker.windows == []
     context.close()
+
+
+def test_a_job_whose_machine_does_not_answer_after_the_poll_is_read_again_next_cycle(runjob_home):
+    from runjob_core.errors import TransportError
+
+    class Flaky(LocalTransport):
+        fail = True
+
+        def read_text(self, path):
+            if Flaky.fail:
+                raise TransportError("the pod's sshd dropped the connection")
+            return super().read_text(path)
+
+    class FlakyRented(Rented):
+        @hookimpl
+        def runjob_transport(self, cluster, machine):
+            return Flaky() if machine is not None else LocalTransport()
+
+    context = _context(runjob_home, FlakyRented())
+    row = lifecycle.launch(context, _job("flaky", "echo done")).row
+    monitor.cycle(context, [row.id])
+    assert [e.kind for e in context.store.events(row.id, kinds=("transient",))] == ["transient"]
+    Flaky.fail = False
+    monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
+    assert context.store.latest_attempt(row.id).state == "COMPLETED"
+    context.close()

@@ -235,7 +235,7 @@ class BackendContract:
         assert record_from_json(record_to_json(submission), Submission) == submission
         final = self._wait_terminal(context, row.id)
         assert final.state == "COMPLETED", final
-        log = context.transport(context.clusters["under-test"]).read_from(submission.log_path, 0)
+        log = context.transport_for(submission).read_from(submission.log_path, 0)
         assert b"contract-ok-output" in log
 
     def test_failure_keeps_the_exit_code(self, context: Any) -> None:
