@@ -153,15 +153,14 @@ def submit(
     job with that tag.
     """
     spec_hash = config.spec_hash(job)
+    # One writer per spec: of runjob processes submitting the same spec at once, one creates
+    # the job and the others find it here and follow it (see runjob_core._leases).
+    claim = f"spec:{job.name}:{spec_hash}:{kind}"
     if not new:
-        existing = _existing_active(context.store, job.name, spec_hash, kind)
-        if existing is not None:
-            row, attempt = existing
-            if attempt.state != "SUBMITTING":
-                context.event(row.id, "reattached", f"{job.name} is already submitted as {row.id} ({attempt.state}); following it",
-                              attempt=attempt.n)
-                return row, attempt.submission
-            return row, _submit_attempt(context, row, job, cluster, attempt_row=attempt)
+        with context.store.claim(claim):
+            followed = _follow_existing(context, job, cluster, spec_hash, kind)
+        if followed is not None:
+            return followed
     # Render and review before anything is recorded: a refusal leaves nothing behind.
     job_id = new_job_id()
     prepare_attempt(context, job, cluster, job_id=job_id, attempt=1, tag=f"runjob:{job_id}:1",
@@ -169,22 +168,46 @@ def submit(
     rendered = render(context, job, cluster)
     if confirm is not None and not confirm(job, cluster, rendered):
         raise RefusedError("not submitted: the review was not confirmed")
-    context.store.create_job(
-        job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
-        spec_hash=spec_hash, spec_path=spec_path, kind=kind,
-    )
-    row = context.store.get_job(job_id)
-    context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
-    return row, _submit_attempt(context, row, job, cluster, attempt_row=None, rendered=rendered)
+    with context.store.claim(claim):
+        followed = None if new else _follow_existing(context, job, cluster, spec_hash, kind)
+        if followed is not None:
+            return followed  # submitted by another process while this one was reviewing
+        context.store.create_job(
+            job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
+            spec_hash=spec_hash, spec_path=spec_path, kind=kind,
+        )
+        row = context.store.get_job(job_id)
+        context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
+        return row, _submit_attempt(context, row, job, cluster, attempt_row=None, rendered=rendered)
 
 
-def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
-    found = store.find_active(name, spec_hash, kind)
-    return (store.get_job(found.job_id), found) if found else None
+def _follow_existing(context, job: JobSpec, cluster: ClusterConfig, spec_hash: str, kind: str):
+    """(row, submission) of the same spec already submitted and not yet finished with: an
+    active attempt, one left SUBMITTING (reattached by its tag), or a completed job whose
+    results were never collected (a kill between the end and collect)."""
+    store = context.store
+    found = store.find_active(name=job.name, spec_hash=spec_hash, kind=kind) or store.find_uncollected(job.name, spec_hash, kind)
+    if found is None:
+        return None
+    row = store.get_job(found.job_id)
+    if found.state != "SUBMITTING":
+        context.event(row.id, "reattached", f"{job.name} is already submitted as {row.id} ({found.state}); following it",
+                      attempt=found.n)
+        return row, found.submission
+    return row, _submit_attempt(context, row, job, cluster, attempt_row=found)
 
 
 def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row, rendered: Rendered | None = None,
                     resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+    # One writer per job: creating, submitting or reattaching an attempt holds submit:<id>.
+    with context.store.claim(f"submit:{row.id}"):
+        return _submit_attempt_claimed(context, row, job, cluster, attempt_row=attempt_row, rendered=rendered,
+                                       resume_from=resume_from, resume_env=resume_env)
+
+
+def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row,
+                            rendered: Rendered | None = None, resume_from: str | None = None,
+                            resume_env: dict[str, str] | None = None) -> Submission:
     store = context.store
     if attempt_row is not None:
         # Killed while submitting: ask the backend whether the job with this tag exists.
@@ -244,13 +267,23 @@ def _limit(row: JobRow, job: JobSpec) -> int | None:
     return job.canary.limit if row.kind == "canary" else None
 
 
-def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str]) -> Submission:
-    """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed)."""
+def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str],
+             after: int | None = None) -> Submission | None:
+    """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed).
+
+    *after* is the attempt the caller saw last: when another process has resubmitted since
+    (the latest attempt is no longer *after*), nothing is submitted and None is returned."""
     job = row.spec
     if config.spec_hash(job) != row.spec_hash:
         raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
     cluster = cluster_for(context, job)
-    return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
+    with context.store.claim(f"submit:{row.id}"):
+        latest = context.store.latest_attempt(row.id)
+        if after is not None and latest is not None and latest.n != after:
+            context.event(row.id, "reattached", f"attempt {latest.n} was already submitted by another runjob process; "
+                          "following it", attempt=latest.n)
+            return None
+        return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
 
 
 # ---------------------------------------------------------------------------- cancel
@@ -329,6 +362,12 @@ def results_folder(row: JobRow) -> Path:
 
 
 def collect(context: RunContext, row: JobRow) -> Collected:
+    # Two processes finishing the same job (two `runjob run`) download one after the other.
+    with context.store.claim(f"collect:{row.id}"):
+        return _collect(context, row)
+
+
+def _collect(context: RunContext, row: JobRow) -> Collected:
     attempt = context.store.latest_attempt(row.id)
     if attempt is None or attempt.submission is None:
         raise RunjobError(f"job {row.id} was never submitted; nothing to collect")
@@ -336,8 +375,15 @@ def collect(context: RunContext, row: JobRow) -> Collected:
     cluster = context.clusters.get(row.cluster)
     if cluster is None:
         raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
-    status = JobStatus(state=attempt.state, source="runjob-store", exit_code=attempt.exit_code, reason=attempt.reason)
     dest = results_folder(row)
+    if any(e.attempt == attempt.n for e in context.store.events(row.id, kinds=("collected",))):
+        # Collected already (by the other of two processes that followed the job): the same answer, not twice.
+        from runjob_core.models import Artifact
+
+        stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
+                  for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
+        return Collected(dest, tuple(stored), ())
+    status = JobStatus(state=attempt.state, source="runjob-store", exit_code=attempt.exit_code, reason=attempt.reason)
     dest.mkdir(parents=True, exist_ok=True)
     caller = context.hook("runjob_collect", cluster.type)
     artifacts = plugins.flatten(caller(submission=submission, status=status, dest=dest, context=context))

@@ -4,12 +4,14 @@ Layout on the cluster (``<scratch>`` is the cluster's ``scratch_path``; for the 
 cluster ``.runjob/scratch``)::
 
     <scratch>/jobs/<name>/work/         the synced workdir (remote clusters; cwd of the job)
-    <scratch>/jobs/<name>/<runjob id>/  run.sh, params.json, progress.json, lib/, results/, checkpoints/
+    <scratch>/jobs/<name>/<runjob id>/  run.<attempt>.sh, params.json, progress.json, lib/, results/, checkpoints/
     <scratch>/logs/<name>.<runjob id>.<attempt>.out
     <scratch>/cache/                    HF, torch, vLLM, pip caches
 
 Each runjob job gets its own folder, so a fresh run never inherits old results, while
-the attempts of one job share it, so a resumed attempt continues the same results.
+the attempts of one job share it, so a resumed attempt continues the same results. Each
+attempt has its own script (``run.<attempt>.sh``) and log: a resubmission never overwrites
+the script of a job still waiting in the queue.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Layout:
     log_path: str
     lib_dir: str
     cache_dir: str
+    #: This attempt's job script (``run.<attempt>.sh``): what the backend submits.
+    script_path: str = ""
 
 
 def _join(*parts: str) -> str:
@@ -84,6 +88,7 @@ def layout_for(
         log_path=_join(scratch, "logs", f"{job.name}.{job_id}.{attempt}.out"),
         lib_dir=_join(job_dir, "lib"),
         cache_dir=_join(scratch, "cache"),
+        script_path=_join(job_dir, f"run.{attempt}.sh"),
     )
 
 
@@ -91,7 +96,7 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     """Create the job's folders and put the script, params and job-side library in place."""
     package = importlib.resources.files("runjob_core")
     files = {
-        rendered.script_name: (rendered.script, 0o755),
+        script_name(layout, rendered): (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
         # The job imports runjob_core.job; ship it with an empty package __init__ so that
         # the import works on a node without runjob (and without pluggy, attrs, ...).
@@ -105,6 +110,11 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
     if layout.sync_from:
         sync_workdir(transport, Path(layout.sync_from), layout.workdir)
+
+
+def script_name(layout: Layout, rendered: Rendered) -> str:
+    """The script's file name in the job folder: the attempt's own, when the layout has one."""
+    return layout.script_path.rsplit("/", 1)[1] if layout.script_path else rendered.script_name
 
 
 def _ignore_patterns(root: Path) -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runjob_core import _leases, _store_faults
 from runjob_core.errors import JobNotFoundError, RunjobError
 from runjob_core.redact import redact
 
@@ -87,12 +88,12 @@ CREATE TABLE IF NOT EXISTS artifacts(
     data_json TEXT,
     created_at REAL NOT NULL
 );
-"""
+""" + _leases.SCHEMA
 
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -101,7 +102,7 @@ OLDEST_COMPATIBLE = 1
 
 #: version -> statements that bring a database of that version to the next one. Version 0
 #: is a database from before versions were kept; its tables are already those of version 1.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {0: ()}
+_MIGRATIONS: dict[int, tuple[str, ...]] = {0: (), 1: (_leases.SCHEMA,)}
 
 
 def state_dir(cwd: Path | None = None) -> Path:
@@ -236,13 +237,20 @@ class Store:
     """One SQLite database; cheap to open, safe to share between processes (WAL)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        #: Who this store's leases belong to (host, pid, start time): see :mod:`runjob_core._leases`.
+        self.owner = _leases.make_owner()
+        self._leases_held: set[str] = set()
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_store_faults.Connection)
+        except (OSError, sqlite3.Error) as exc:
+            raise _store_faults.translate(exc, path) from None
+        self._db.store_path = path
+        self._db.row_factory = sqlite3.Row
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
         except BaseException:
             self._db.close()
@@ -278,7 +286,8 @@ class Store:
                 self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
 
     @classmethod
@@ -286,7 +295,34 @@ class Store:
         return cls(state_dir() / "state.db")
 
     def close(self) -> None:
+        if self._leases_held:
+            try:
+                _leases.release_all(self._db, self.owner)
+            except _store_faults.StoreError:
+                pass  # a full or read-only store: the leases expire, and a dead owner frees them at once
         self._db.close()
+
+    # ------------------------------------------------------------------ leases (one writer per job)
+
+    def claim(self, key: str, *, ttl: float = _leases.DEFAULT_TTL, wait: float | None = None) -> _leases.Lease:
+        """``with store.claim(key):``: wait (at most *wait* seconds; None: as long as it takes)
+        until no other live process holds *key*, hold it for the block, then free it."""
+        return _leases.Lease(self, key, ttl=ttl, wait=wait)
+
+    def try_lease(self, key: str, *, ttl: float = _leases.DEFAULT_TTL) -> str | None:
+        """Take or renew *key* without waiting: None when this store holds it now, else the
+        owner that does (an expired lease, or one whose process is gone, is taken over)."""
+        other = _leases.try_take(self._db, key, self.owner, ttl)
+        if other is None:
+            self._leases_held.add(key)
+        return other
+
+    def release_lease(self, key: str) -> None:
+        _leases.release(self._db, key, self.owner)
+        self._leases_held.discard(key)
+
+    def lease_holder(self, key: str) -> str | None:
+        return _leases.holder(self._db, key)
 
     # ------------------------------------------------------------------ jobs
 
@@ -416,6 +452,22 @@ class Store:
         ).fetchone()
         return _make(AttemptRow, row) if row else None
 
+    def find_uncollected(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
+        """The latest attempt of the latest job with this spec if it COMPLETED and its results
+        were never collected (runjob was stopped between the end and collect)."""
+        row = self._db.execute(
+            "SELECT a.* FROM jobs j JOIN attempts a ON a.job_id = j.id"
+            " AND a.n = (SELECT MAX(n) FROM attempts WHERE job_id = j.id)"
+            " WHERE j.name = ? AND j.spec_hash = ? AND j.kind = ?"
+            " ORDER BY j.created_at DESC, j.rowid DESC LIMIT 1",
+            (name, spec_hash, kind),
+        ).fetchone()
+        if row is None or row["state"] != "COMPLETED":
+            return None
+        collected = self._db.execute("SELECT 1 FROM events WHERE job_id = ? AND kind IN ('collected', 'collect_failed')"
+                                     " LIMIT 1", (row["job_id"],)).fetchone()
+        return None if collected else _make(AttemptRow, row)
+
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
         active = "('SUBMITTING','PENDING','RUNNING','REQUEUED')"
         if job_ids:
@@ -497,14 +549,27 @@ class Store:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
 
+    def transaction(self) -> _Transaction:
+        """``with store.transaction():`` the writes in the block land together or not at all
+        (a full disk mid-way loses nothing: the block is done again). Re-entrant."""
+        return _Transaction(self._db)
+
 
 class _Transaction:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self._outer = False
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._outer = not self._db.in_transaction
+        if self._outer:
+            self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if not self._outer:
+            return
+        if exc_type is None:
+            self._db.execute("COMMIT")
+        elif self._db.in_transaction:
+            self._db.execute("ROLLBACK")
 

@@ -57,7 +57,7 @@ def _process_start_time(pid: int) -> str | None:
 def submit(job, rendered, cluster, context) -> Submission:
     current = context.current
     layout = current.layout
-    script = f"{layout.job_dir}/{rendered.script_name}"
+    script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
     exit_file = f"{layout.job_dir}/exit.{current.attempt}"
     cancel_file = f"{layout.job_dir}/cancelled.{current.attempt}"
     for stale in (exit_file, cancel_file):

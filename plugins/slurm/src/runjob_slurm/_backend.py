@@ -34,7 +34,7 @@ def _user(transport, cluster, context) -> str:
 def submit(job, rendered, cluster, context) -> Submission:
     transport = context.transport(cluster)
     current = context.current
-    script = f"{current.layout.job_dir}/{rendered.script_name}"
+    script = current.layout.script_path or f"{current.layout.job_dir}/{rendered.script_name}"
     argv = ["sbatch", "--parsable", "--chdir", current.layout.job_dir, script]
     result = transport.run(argv, idempotent=False)
     if not result.ok:
@@ -122,15 +122,45 @@ def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[s
     return statuses
 
 
+#: Asking the scheduler during a reattach: tries and the pause between them. A scheduler
+#: that cannot be asked is never taken for "the job is not there" (that would submit twice).
+REATTACH_TRIES = 5
+REATTACH_PAUSE = 3.0
+
+
 def reattach(tag, cluster, context) -> Submission | None:
+    """The job submitted for *tag* before runjob was stopped: in the queue by its comment,
+    else in accounting (a job that ended and left squeue after MinJobAge) by its name and
+    its attempt's own script, within the attempt's time window."""
     transport = context.transport(cluster)
-    queue = transport.run(_parse.squeue_argv(_user(transport, cluster, context)))
-    job_id = _parse.find_by_comment(_parse.parse_squeue(queue.stdout), tag) if queue.ok else None
+    user = _user(transport, cluster, context)
+    current = context.current
+    queue = _ask(transport, cluster, _parse.squeue_argv(user))
+    job_id = _parse.find_by_comment(_parse.parse_squeue(queue), tag)
+    if job_id is None:
+        job_id = _find_in_accounting(transport, cluster, user, current)
     if job_id is None:
         return None
-    current = context.current
     return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
-                              extra={"script": f"{current.layout.job_dir}/run.sh", "reattached": "1"})
+                              extra={"script": current.layout.script_path, "reattached": "1"})
+
+
+def _ask(transport, cluster, argv: list[str]) -> str:
+    for attempt in range(1, REATTACH_TRIES + 1):
+        result = transport.run(argv)
+        if result.ok:
+            return result.stdout
+        if attempt < REATTACH_TRIES:
+            time.sleep(REATTACH_PAUSE)
+    raise TransportError(f"cannot ask SLURM on {cluster.name} whether the job was already submitted ({argv[0] if argv[0] != 'env' else argv[2]} "
+                         f"exit {result.returncode}: {result.stderr.strip()}); nothing was submitted: run the same command "
+                         "again when the scheduler answers")
+
+
+def _find_in_accounting(transport, cluster, user: str, current) -> str | None:
+    since = _parse.attempt_window_start(current.job_id)
+    stdout = _ask(transport, cluster, _parse.sacct_reattach_argv(user, since))
+    return _parse.find_by_script(stdout, current.layout.script_path)
 
 
 def cancel(submissions, cluster, context) -> list[str]:
