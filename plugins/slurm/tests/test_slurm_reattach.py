@@ -62,14 +62,23 @@ def killed_while_submitting(ctx, name: str, command: str = "echo hi"):
     return job, row, first
 
 
-def in_accounting(ctx, backend_job_id: str) -> bool:
-    result = ctx.transport(ctx.clusters["under-test"]).run(["sacct", "-X", "-n", "-P", "-j", backend_job_id, "-o", "State"])
-    return result.ok and "COMPLETED" in result.stdout
+def in_accounting(ctx, row, backend_job_id: str) -> bool:
+    # By the same query as reattach: a time-window listing shows a job seconds after `sacct -j`
+    # does (no matter in production, where squeue forgets a job only minutes after it ended).
+    from runjob_slurm import _parse
+
+    argv = _parse.sacct_reattach_argv(slurm_user(ctx), _parse.attempt_window_start(row.id))
+    result = ctx.transport(ctx.clusters["under-test"]).run(argv)
+    return result.ok and any(line.startswith(f"{backend_job_id}|") for line in result.stdout.splitlines())
+
+
+def slurm_user(ctx) -> str:
+    return ctx.clusters["under-test"].user
 
 
 def test_a_job_squeue_forgot_is_found_in_accounting_not_submitted_again(ctx, monkeypatch):
     job, row, first = killed_while_submitting(ctx, f"forgotten-{secrets.token_hex(3)}")
-    wait_until(lambda: in_accounting(ctx, first.backend_job_id), timeout=120, what="sacct to record the job")
+    wait_until(lambda: in_accounting(ctx, row, first.backend_job_id), timeout=120, what="sacct to record the job")
     seam = Seam(ctx, monkeypatch, squeue="forgets")
     _row, again = lifecycle.submit(ctx, job, lifecycle.cluster_for(ctx, job))
     assert seam.sbatch == 0
