@@ -10,6 +10,7 @@ import json
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,17 +64,12 @@ def killed_while_submitting(ctx, name: str, command: str = "echo hi"):
 
 
 def in_accounting(ctx, row, backend_job_id: str) -> bool:
-    # By the same query as reattach: a time-window listing shows a job seconds after `sacct -j`
-    # does (no matter in production, where squeue forgets a job only minutes after it ended).
-    from runjob_slurm import _parse
-
-    argv = _parse.sacct_reattach_argv(slurm_user(ctx), _parse.attempt_window_start(row.id))
+    # A listing by time window, as reattach does: it shows a job seconds after `sacct -j` does
+    # (no matter in production, where squeue forgets a job only minutes after it ended).
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 86400))
+    argv = ["sacct", "-X", "-n", "-P", "-u", ctx.clusters["under-test"].user, "-S", since, "-o", "JobID"]
     result = ctx.transport(ctx.clusters["under-test"]).run(argv)
-    return result.ok and any(line.startswith(f"{backend_job_id}|") for line in result.stdout.splitlines())
-
-
-def slurm_user(ctx) -> str:
-    return ctx.clusters["under-test"].user
+    return result.ok and backend_job_id in result.stdout.split()
 
 
 def test_a_job_squeue_forgot_is_found_in_accounting_not_submitted_again(ctx, monkeypatch):
@@ -89,7 +85,7 @@ def test_a_job_squeue_forgot_is_found_in_accounting_not_submitted_again(ctx, mon
 def test_a_scheduler_that_cannot_be_asked_is_never_taken_for_no_job(ctx, monkeypatch):
     from runjob_slurm import _backend
 
-    monkeypatch.setattr(_backend, "REATTACH_PAUSE", 0.0)
+    monkeypatch.setattr(_backend, "REATTACH_PAUSE", 0.0, raising=False)
     job, row, first = killed_while_submitting(ctx, f"unasked-{secrets.token_hex(3)}")
     seam = Seam(ctx, monkeypatch, squeue="fails")
     with pytest.raises(RunjobError, match="nothing was submitted"):

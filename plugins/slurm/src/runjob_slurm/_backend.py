@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from runjob_core.errors import BackendError, TransportError
+from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission
 from runjob_slurm import _diagnose, _parse
@@ -173,25 +173,33 @@ def cancel(submissions, cluster, context) -> list[str]:
 
 
 def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
-    """Download the job's results folder into *dest*, only files that changed."""
+    """Download the job's results folder into *dest*, only files that changed; every file
+    lands inside *dest* or is skipped with a finding (see :mod:`runjob_core.collecting`)."""
+    from runjob_core import collecting
+
     cluster = context.clusters[submission.cluster]
     transport = context.transport(cluster)
     remote = transport.listdir_recursive(submission.results_dir)
-    copied, rows = 0, 0
+    copied, rows, kept, problems = 0, 0, [], []
     for info in remote:
-        target = dest / info.path
-        if target.exists() and target.stat().st_size == info.size and int(target.stat().st_mtime) >= int(info.mtime):
-            pass
-        else:
-            transport.get_file(f"{submission.results_dir.rstrip('/')}/{info.path}", target)
+        target, why = collecting.destination(dest, info.path)
+        if target is None:
+            problems.append(collecting.skipped(info.path, why, SOURCE))
+            continue
+        if not (target.exists() and target.stat().st_size == info.size and int(target.stat().st_mtime) >= int(info.mtime)):
+            try:
+                transport.get_file(f"{submission.results_dir.rstrip('/')}/{info.path}", target)
+            except (OSError, RunjobError) as exc:
+                problems.append(collecting.skipped(info.path, f"could not be downloaded ({exc})", SOURCE))
+                continue
             copied += 1
-        if info.path.endswith(".jsonl"):
-            with open(target, "rb") as handle:
-                rows += sum(1 for line in handle if line.strip())
-    if not remote:
-        return []
+        kept.append(info.path)
+        rows += collecting.count_rows(target)
+    if not kept:
+        return problems
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})]
+                     data={"files": kept, "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"}),
+            *problems]
 
 
 def check_cluster(cluster, transport) -> list[CheckResult]:
