@@ -385,6 +385,8 @@ class Store:
     def set_job(self, job_id: str, **fields: Any) -> None:
         allowed = {"state", "outcome", "script"}
         assert set(fields) <= allowed, fields
+        if fields.get("outcome"):
+            fields["outcome"] = redact(fields["outcome"])  # often a line the job printed
         assignments = ", ".join(f"{k} = ?" for k in fields)
         self._db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*fields.values(), job_id))
 
@@ -416,6 +418,8 @@ class Store:
         assert set(fields) <= allowed, fields
         if not fields:
             return
+        if fields.get("reason"):
+            fields["reason"] = redact(fields["reason"])
         assignments = ", ".join(f"{k} = ?" for k in fields)
         with self._transaction():
             self._db.execute(f"UPDATE attempts SET {assignments} WHERE job_id = ? AND n = ?", (*fields.values(), job_id, n))
