@@ -81,7 +81,8 @@ def try_take(db: sqlite3.Connection, key: str, owner: str, ttl: float) -> str | 
                    (key, owner, now + ttl))
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite may have rolled back already (a full disk at COMMIT)
+            db.execute("ROLLBACK")
         raise
     return None
 
