@@ -399,7 +399,9 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
                       attempt=attempt.n, source=artifact.source, data={"artifact": artifact.kind, "name": artifact.name,
                       "location": artifact.location, "rows": artifact.rows, **artifact.data})
     if not any(a.kind == "results" for a in artifacts):
-        problems.append(f"no results were collected into {dest}")
+        problems.append(f"no results were collected into {dest}: the job wrote no file under $RUNJOB_RESULTS "
+                        f"({submission.results_dir} on {cluster.name}); write its rows there, e.g. with "
+                        "runjob_core.job.ResultsWriter (see the example job: runjob init)")
     else:
         _summary_event(context, row, attempt.n, artifacts)
     context.event(row.id, "collected" if not problems else "collect_failed",

@@ -56,6 +56,8 @@ class ClusterConfig:
     conda_env: str | None = None
     env: dict[str, str] = field(factory=dict)
     settings: dict[str, Any] = field(factory=dict)
+    #: The scheduler already gives each job its own TMPDIR: the script leaves it alone.
+    private_tmpdir: bool = False
     source: str = "built-in"
 
 

@@ -32,11 +32,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from runjob_core.validate import ValidationReport
 
 __all__ = [
-    "CardInfo", "DEFAULT_ENDPOINT", "IncrementalUploader", "PublishResult", "VerifyResult",
+    "CardInfo", "DEFAULT_ENDPOINT", "IncrementalUploader", "PublishResult", "VerifyResult", "hub_endpoint",
     "publish_results", "render_card", "resolve_token", "verify_published",
 ]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def hub_endpoint(endpoint: str | None = None) -> str:
+    """The Hub to talk to: *endpoint* (upload.endpoint, --endpoint), else ``HF_ENDPOINT`` as it
+    is when the command runs, else huggingface.co. Passed explicitly to every Hub call."""
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 RESULT_SUFFIXES = (".jsonl", ".parquet", ".json", ".csv")
 _TABLE_PREFERENCE = (".jsonl", ".parquet", ".csv", ".json")
 _N_SAMPLES = 5
@@ -474,7 +480,7 @@ def publish_results(
         raise RunjobError(f"results folder not found: {folder}")
     if not isinstance(card, rec["CardInfo"]):
         raise TypeError("card must be a CardInfo")
-    endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    endpoint = hub_endpoint(endpoint)
     hf = _import_hub()
     tok = _need_token(token, endpoint, repo_id)
     found = _find_files(folder, files)
@@ -566,7 +572,7 @@ def verify_published(
     :class:`RunjobError` if the file cannot be downloaded.
     """
     rec = _define_records()
-    endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    endpoint = hub_endpoint(endpoint)
     hf = _import_hub()
     tok = resolve_token(token)
     with tempfile.TemporaryDirectory(prefix="runjob-verify-") as tmp:
@@ -630,7 +636,7 @@ class IncrementalUploader:
     ) -> None:
         self.path = Path(path)
         self.repo_id = repo_id
-        self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        self.endpoint = hub_endpoint(endpoint)
         self._token = token
         self.every_seconds = every_seconds
         self.every_rows = every_rows

@@ -142,3 +142,24 @@ def test_events_json_is_one_document_and_jsonl_gives_lines(runjob_home):
     assert isinstance(document, list) and document[0]["kind"] == "created"
     lines = runjob("events", "ok", "--jsonl", cwd=runjob_home).stdout.splitlines()
     assert [json.loads(line)["kind"] for line in lines] == [e["kind"] for e in document]
+
+
+# ---------------------------------------------------------------------------- item 8: conventions
+
+
+def test_no_results_says_where_and_how(runjob_home):
+    (runjob_home / "empty.yaml").write_text(yaml.safe_dump({"name": "empty", "command": "echo no rows"}))
+    result = runjob("run", "empty.yaml", "--yes", cwd=runjob_home)
+    assert result.returncode == 1
+    text = result.stdout + result.stderr
+    assert "$RUNJOB_RESULTS" in text and "ResultsWriter" in text
+
+
+def test_the_job_script_moves_tmpdir_to_scratch_unless_the_cluster_gives_a_private_one(runjob_home):
+    (runjob_home / "t.yaml").write_text(yaml.safe_dump({"name": "t", "command": "echo $TMPDIR"}))
+    script = runjob("render", "t.yaml", cwd=runjob_home).stdout
+    assert 'export TMPDIR="$RUNJOB_JOB_DIR/tmp"' in script and 'mkdir -p "$TMPDIR"' in script
+    clusters = runjob_home / ".runjob" / "clusters.yaml"
+    clusters.parent.mkdir(exist_ok=True)
+    clusters.write_text(yaml.safe_dump({"clusters": {"local": {"type": "local", "private_tmpdir": True}}}))
+    assert "TMPDIR" not in runjob("render", "t.yaml", cwd=runjob_home).stdout.replace("echo $TMPDIR", "")
