@@ -48,7 +48,8 @@ def _start_time(pid: int) -> str:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat.rsplit(")", 1)[1].split()
+    return "" if fields[0] == "Z" else fields[19]  # a zombie is gone, whatever /proc still says
 
 
 def make_owner() -> str:

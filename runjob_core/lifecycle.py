@@ -183,10 +183,12 @@ def submit(
 
 def _follow_existing(context, job: JobSpec, cluster: ClusterConfig, spec_hash: str, kind: str):
     """(row, submission) of the same spec already submitted and not yet finished with: an
-    active attempt, one left SUBMITTING (reattached by its tag), or a completed job whose
-    results were never collected (a kill between the end and collect)."""
+    active attempt, one left SUBMITTING (reattached by its tag), an ended one whose resume was
+    not done yet, or a completed job whose results were never collected (a kill between the
+    end and collect)."""
     store = context.store
-    found = store.find_active(name=job.name, spec_hash=spec_hash, kind=kind) or store.find_uncollected(job.name, spec_hash, kind)
+    found = (store.find_active(name=job.name, spec_hash=spec_hash, kind=kind) or store.find_pending(job.name, spec_hash, kind)
+             or store.find_uncollected(job.name, spec_hash, kind))
     if found is None:
         return None
     row = store.get_job(found.job_id)

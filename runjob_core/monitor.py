@@ -70,11 +70,11 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
     followed = {a.job_id for a in attempts
                 if store.try_lease(f"observe:{a.job_id}", ttl=OBSERVE_LEASE_SECONDS) is not None}
     attempts = [a for a in attempts if a.job_id not in followed]
+    changed = _finish_pending(context, job_ids)
     rows = store.job_heads([a.job_id for a in attempts])
     by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
     for attempt in attempts:
         by_cluster[rows[attempt.job_id].cluster].append(attempt)
-    changed = False
     views: dict[str, JobView] = {}
     for cluster_name, group in by_cluster.items():
         cluster = context.clusters.get(cluster_name)
@@ -107,7 +107,8 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
             latest = store.latest_attempt(job_id)
             # Ended, unless the process observing it is still deciding what follows (a resume).
             observer = store.lease_holder(f"observe:{job_id}")
-            if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner):
+            pending = bool(store.pending_actions([job_id]))
+            if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
                 finished.add(job_id)
             views[job_id] = _view(row.id, row.name, latest, row.outcome)
     return CycleResult(changed, views, finished, followed)
@@ -175,6 +176,8 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     # and the log offset stays put, so the next cycle reads the same lines again (nothing lost).
     with store.transaction():
         _record_state(context, attempt, status, state_message, updates)
+        if status.terminal and "state" in updates:
+            store.mark_pending(attempt.job_id, attempt.n)  # done below; redone if this process dies first
         if offset is not None:
             store.set_offset(attempt.job_id, attempt.n, offset)
         for finding in findings:
@@ -187,7 +190,31 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     views[attempt.job_id] = view
     view.findings.extend(finding.label for finding in findings)
     _apply_actions(context, attempt, submission, status, findings, view)
+    if status.terminal:
+        store.clear_pending(attempt.job_id, attempt.n)
     return changed or bool(findings)
+
+
+def _finish_pending(context: RunContext, job_ids: list[str] | None) -> bool:
+    """Follow-ups (resume, retry, outcome) of attempts whose end was recorded by a monitor
+    that died before acting on it: done now, from what the store kept of that cycle."""
+    store = context.store
+    done = False
+    for job_id, n in store.pending_actions(job_ids):
+        if store.try_lease(f"observe:{job_id}", ttl=OBSERVE_LEASE_SECONDS) is not None:
+            continue  # another monitor follows this job: it does it
+        latest = store.latest_attempt(job_id)
+        if latest is not None and latest.n == n and latest.submission_json:
+            status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
+            findings = [Finding(label=e.data.get("label", ""), severity=e.data.get("severity", "info"), message=e.message,
+                                action=e.data.get("action", "continue"), source=e.source, line=e.data.get("line"),
+                                text=e.data.get("text"))
+                        for e in store.events(job_id, kinds=("finding",)) if e.attempt == n]
+            row = store.job_heads([job_id])[job_id]
+            _apply_actions(context, latest, _submission(context, latest), status, findings, _view(job_id, row.name, latest))
+            done = True
+        store.clear_pending(job_id, n)
+    return done
 
 
 def _record_state(context: RunContext, attempt: AttemptRow, status: JobStatus, message: str | None, updates: dict) -> None:

@@ -88,7 +88,16 @@ CREATE TABLE IF NOT EXISTS artifacts(
     data_json TEXT,
     created_at REAL NOT NULL
 );
-""" + _leases.SCHEMA
+""" + _leases.SCHEMA + ";" + """
+CREATE TABLE IF NOT EXISTS pending_actions(
+    job_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY(job_id, n)
+)
+"""
+#: An attempt whose end was recorded and whose follow-up (resume, retry, outcome) is not yet
+#: done: a monitor killed in between finds it here and does it (see runjob_core.monitor).
+_PENDING_ACTIONS = _SCHEMA.rsplit(";", 1)[1]
 
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
@@ -102,7 +111,7 @@ OLDEST_COMPATIBLE = 1
 
 #: version -> statements that bring a database of that version to the next one. Version 0
 #: is a database from before versions were kept; its tables are already those of version 1.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {0: (), 1: (_leases.SCHEMA,)}
+_MIGRATIONS: dict[int, tuple[str, ...]] = {0: (), 1: (_leases.SCHEMA, _PENDING_ACTIONS)}
 
 
 def state_dir(cwd: Path | None = None) -> Path:
@@ -471,6 +480,24 @@ class Store:
         collected = self._db.execute("SELECT 1 FROM events WHERE job_id = ? AND kind IN ('collected', 'collect_failed')"
                                      " LIMIT 1", (row["job_id"],)).fetchone()
         return None if collected else _make(AttemptRow, row)
+
+    def mark_pending(self, job_id: str, n: int) -> None:
+        self._db.execute("INSERT OR IGNORE INTO pending_actions(job_id, n) VALUES (?,?)", (job_id, n))
+
+    def clear_pending(self, job_id: str, n: int) -> None:
+        self._db.execute("DELETE FROM pending_actions WHERE job_id = ? AND n = ?", (job_id, n))
+
+    def pending_actions(self, job_ids: list[str] | None = None) -> list[tuple[str, int]]:
+        rows = self._db.execute("SELECT job_id, n FROM pending_actions ORDER BY job_id, n").fetchall()
+        return [(r[0], r[1]) for r in rows if job_ids is None or r[0] in job_ids]
+
+    def find_pending(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
+        """The ended attempt of a job with this spec whose follow-up (a resume) is not done yet."""
+        row = self._db.execute(
+            "SELECT a.* FROM pending_actions p JOIN attempts a ON a.job_id = p.job_id AND a.n = p.n"
+            " JOIN jobs j ON j.id = a.job_id WHERE j.name = ? AND j.spec_hash = ? AND j.kind = ?"
+            " ORDER BY j.created_at DESC LIMIT 1", (name, spec_hash, kind)).fetchone()
+        return _make(AttemptRow, row) if row else None
 
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
         active = "('SUBMITTING','PENDING','RUNNING','REQUEUED')"

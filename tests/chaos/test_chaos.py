@@ -122,20 +122,21 @@ def judge(scenario: str, home: Path, slurm_env, name: str, outputs: list[str], *
 # ---------------------------------------------------------------------------- kill -9 of runjob run
 
 
-def test_kill_9_of_runjob_run_at_random_points(home, slurm_env):
-    rng = random.Random(SEED)
+@pytest.mark.parametrize("scenario, trials", [("plain", 8), ("auto-resume", 4)])
+def test_kill_9_of_runjob_run_at_random_points(home, slurm_env, scenario, trials):
+    rng = random.Random(f"{SEED}-{scenario}")
     failures = []
-    for trial in range(8):
+    for trial in range(trials):
         name = f"chaos-kill-{trial}-{secrets.token_hex(2)}"
-        job_file = write_job(home, name)
-        delay = rng.uniform(0.2, 9.0)  # pre-flight, submit, watch, after the end, collect, report
+        job_file = write_job(home, name, JOB if scenario == "plain" else RESUMING)
+        delay = rng.uniform(0.2, 9.0)  # pre-flight, submit, watch, a resume, after the end, collect, report
         first = start("run", job_file, "--yes", cwd=home)
         time.sleep(delay)
         first.send_signal(signal.SIGKILL)
-        _, first_output = finish(first)
+        finish(first)
         collected_before = any(j["collected"] for j in stored_jobs(home, name))
         code, output = finish(start("run", job_file, "--yes", cwd=home))
-        problems = judge("kill -9 of runjob run", home, slurm_env, name, [output],
+        problems = judge(f"kill -9 of runjob run ({scenario})", home, slurm_env, name, [output],
                          expect_jobs=2 if collected_before else 1)
         if code != 0:
             problems.append(f"the rerun exited {code}: {output[-300:]}")
