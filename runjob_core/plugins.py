@@ -24,7 +24,6 @@ import attrs
 import pluggy
 
 from runjob_core import hookspecs
-from runjob_core.config import BACKEND_TYPES_HINT
 from runjob_core.errors import UnknownBackendError
 
 log = logging.getLogger(__name__)
@@ -32,6 +31,15 @@ log = logging.getLogger(__name__)
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last.
 DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.walltime")
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, remembering what went wrong while loading (for messages)."""
+
+    def __init__(self) -> None:
+        super().__init__("runjob")
+        #: Plugins that failed to load or were dropped, by name.
+        self.problems: dict[str, PluginInfo] = {}
 
 
 @attrs.frozen
@@ -53,7 +61,7 @@ def _strict() -> bool:
 
 def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginManager, list[PluginInfo]]:
     """Return a new plugin manager and what happened to each plugin while loading it."""
-    pm = pluggy.PluginManager("runjob")
+    pm = PluginManager()
     pm.add_hookspecs(hookspecs)
     errors: list[PluginInfo] = []
     for modname in DEFAULT_PLUGINS:
@@ -64,6 +72,7 @@ def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginM
     if load_entrypoints:
         errors += _load_entrypoints(pm, dists)
     errors += _drop_invalid(pm, dists)
+    pm.problems = {info.name: info for info in errors}
     return pm, describe(pm, dists) + errors
 
 
@@ -168,7 +177,7 @@ def _drop_invalid(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, s
             name = pm.get_name(exc.plugin) or repr(exc.plugin)
             pm.unregister(exc.plugin)
             dist, version = dists.pop(name, (None, None))
-            dropped.append(PluginInfo(name, dist, version, error=f"invalid: {exc}"))
+            dropped.append(PluginInfo(name, dist, version, error=f"invalid: {exc}{_did_you_mean_hook(str(exc))}"))
 
 
 def describe(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]] | None = None) -> list[PluginInfo]:
@@ -191,15 +200,75 @@ def backend_names(pm: pluggy.PluginManager) -> list[str]:
     )
 
 
+def _did_you_mean_hook(message: str) -> str:
+    """pluggy says "unknown hook 'runjob_sumbit' in plugin ..."; name the hook meant."""
+    import difflib
+    import re
+
+    match = re.search(r"unknown hook '([^']+)'", message)
+    if not match:
+        return ""
+    known = [name for name in dir(hookspecs) if name.startswith("runjob_")]
+    close = difflib.get_close_matches(match.group(1), known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def require_backend(pm: pluggy.PluginManager, backend: str, *, cluster: str | None = None) -> None:
     names = backend_names(pm)
     if backend in names:
         return
-    package = BACKEND_TYPES_HINT.get(backend, f"runjob-{backend}")
     where = f" (cluster {cluster!r})" if cluster else ""
+    broken = getattr(pm, "problems", {}).get(backend)
+    if broken is not None:
+        # Installed but unusable: "pip install" would not help, the error would.
+        message = (f"backend {backend!r}{where} is installed ({broken.dist or 'unknown distribution'}) but broken: "
+                   f"{broken.error}. Reinstall or fix it; `runjob plugins` lists what loaded")
+        raise UnknownBackendError(message)
     installed = ", ".join(names) or "none"
-    message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install {package}"
+    message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install runjob-{backend}"
     raise UnknownBackendError(message)
+
+
+def backend_infos(pm: pluggy.PluginManager) -> dict[str, Any]:
+    """What each backend declares through ``runjob_backend_info``, by backend name."""
+    from runjob_core.models import BackendInfo
+
+    infos: dict[str, BackendInfo] = {}
+    for impl in reversed(pm.hook.runjob_backend_info.get_hookimpls()):
+        info = impl.function()
+        if isinstance(info, BackendInfo):
+            infos.setdefault(info.name, info)
+    return infos
+
+
+def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult: bool = False) -> list[Any]:
+    """Call every implementation behind *caller* on its own, as pluggy would (same order,
+    same argument subset), so that one plugin raising does not take the others down.
+
+    *on_error(plugin_name, exc)* is called for an implementation that raised anything but
+    a :class:`~runjob_core.errors.RunjobError` (those are expected failures and propagate).
+    Wrappers cannot be isolated this way: with one present the hook is called as a whole.
+    """
+    from runjob_core.errors import RunjobError
+
+    impls = caller.get_hookimpls()
+    if any(impl.wrapper or impl.hookwrapper for impl in impls):
+        result = caller(**kwargs)
+        return [result] if firstresult else list(result)
+    results = []
+    for impl in reversed(impls):
+        try:
+            answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except RunjobError:
+            raise
+        except Exception as exc:  # a plugin bug: reported by on_error, the others carry on
+            on_error(impl.plugin_name, exc)
+            continue
+        if answer is not None:
+            results.append(answer)
+            if firstresult:
+                break
+    return results
 
 
 def routed(pm: pluggy.PluginManager, hook_name: str, backend: str) -> Any:

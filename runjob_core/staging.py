@@ -22,32 +22,15 @@ import json
 import os
 from pathlib import Path
 
-import attrs
-
 from runjob_core.errors import RunjobError
-from runjob_core.models import ClusterConfig, JobSpec, Rendered
+from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
 from runjob_core.transport import LocalTransport, Transport
+
+__all__ = ["Layout", "layout_for", "stage", "sync_workdir"]
 
 #: Refuse to upload a workdir larger than this without being told (data belongs elsewhere).
 MAX_SYNC_BYTES = 512 << 20
 _ALWAYS_IGNORED = (".git", "__pycache__", "*.pyc", ".runjob", ".venv", "venv", "results", ".ipynb_checkpoints")
-
-
-@attrs.frozen
-class Layout:
-    scratch: str
-    job_dir: str
-    workdir: str
-    sync_from: str | None
-    results_dir: str
-    checkpoint_dir: str
-    progress_path: str
-    params_path: str
-    log_path: str
-    lib_dir: str
-    cache_dir: str
-    #: This attempt's job script (``run.<attempt>.sh``): what the backend submits.
-    script_path: str = ""
 
 
 def _join(*parts: str) -> str:
@@ -58,11 +41,21 @@ def _under(base: str, path: str) -> str:
     return path if path.startswith("/") else _join(base, path)
 
 
+#: Home folder assumed on a machine that does not exist yet (a pod: containers run as root).
+MACHINE_HOME = "/root"
+
+
 def layout_for(
-    job: JobSpec, cluster: ClusterConfig, job_id: str, attempt: int, transport: Transport, state_dir: Path
+    job: JobSpec, cluster: ClusterConfig, job_id: str, attempt: int, transport: Transport | None, state_dir: Path
 ) -> Layout:
+    """Where attempt *attempt* of *job* keeps its files. *transport* is ``None`` for a
+    machine that is not created yet: paths then come from ``scratch_path`` alone."""
     is_local = isinstance(transport, LocalTransport)
-    if cluster.scratch_path:
+    if transport is None:
+        scratch = cluster.scratch_path or "~/runjob"
+        if not scratch.startswith("/"):
+            scratch = MACHINE_HOME + "/" + scratch.removeprefix("~").lstrip("/")
+    elif cluster.scratch_path:
         scratch = transport.expand(cluster.scratch_path)
     elif is_local:
         scratch = str((state_dir / "scratch").absolute())

@@ -78,7 +78,7 @@ def test_routing_calls_only_the_jobs_backend_but_keeps_other_plugins(runjob_pm):
     runjob_pm.register(_Backend("beta"), name="beta")
     runjob_pm.register(_Observer(), name="observer")
     assert plugins.backend_names(runjob_pm) == ["alpha", "beta"]
-    assert plugins.routed(runjob_pm, "runjob_submit", "alpha")(job=None, rendered=None, cluster=None, context=None) == "alpha"
+    assert plugins.routed(runjob_pm, "runjob_submit", "alpha")(job=None, attempt=None, rendered=None, cluster=None, transport=None, context=None) == "alpha"
     assert plugins.routed(runjob_pm, "runjob_poll", "beta")(submissions=[], cluster=None, context=None) == {"who": "beta"}
     assert "observer" in _Observer.seen
 

@@ -27,7 +27,7 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
         if chosen is None or chosen.submission is None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")
         submission = chosen.submission
-        transport = context.transport(context.clusters[row.cluster])
+        transport = context.transport_for(submission)
         offset, delay = 0, 0.5
         out = _Writer(raw)
         while True:

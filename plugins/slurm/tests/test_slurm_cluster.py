@@ -29,6 +29,8 @@ def cluster(slurm_env):
 class TestSlurmContract(BackendContract):
     __test__ = True
     backend = "slurm"
+    time_limit = "1"  # SLURM counts in minutes
+    time_limit_grace = 180.0
 
 
 @pytest.fixture

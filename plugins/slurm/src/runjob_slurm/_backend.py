@@ -31,16 +31,14 @@ def _user(transport, cluster, context) -> str:
     return pad[key]
 
 
-def submit(job, rendered, cluster, context) -> Submission:
-    transport = context.transport(cluster)
-    current = context.current
-    script = current.layout.script_path or f"{current.layout.job_dir}/{rendered.script_name}"
-    argv = ["sbatch", "--parsable", "--chdir", current.layout.job_dir, script]
+def submit(job, attempt, rendered, cluster, transport) -> Submission:
+    script = attempt.layout.script_path or f"{attempt.layout.job_dir}/{rendered.script_name}"
+    argv = ["sbatch", "--parsable", "--chdir", attempt.layout.job_dir, script]
     result = transport.run(argv, idempotent=False)
     if not result.ok:
         raise BackendError(_explain_rejection(transport, cluster, job, script, result.stderr or result.stdout))
     job_id = _parse.parse_sbatch_parsable(result.stdout)
-    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+    return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
                               extra={"script": script})
 
 
@@ -128,39 +126,39 @@ REATTACH_TRIES = 5
 REATTACH_PAUSE = 3.0
 
 
-def reattach(tag, cluster, context) -> Submission | None:
+def reattach(attempt, cluster, context) -> Submission | None:
     """The job submitted for *tag* before runjob was stopped: in the queue by its comment,
     else in accounting (a job that ended and left squeue after MinJobAge) by its name and
     its attempt's own script, within the attempt's time window."""
+    tag = attempt.tag
     transport = context.transport(cluster)
     user = _user(transport, cluster, context)
-    current = context.current
     queue = _ask(transport, cluster, _parse.squeue_argv(user))
     job_id = _parse.find_by_comment(_parse.parse_squeue(queue), tag)
     if job_id is None:
-        job_id = _find_in_accounting(transport, cluster, user, current)
+        job_id = _find_in_accounting(transport, cluster, user, attempt)
     if job_id is None:
         return None
-    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
-                              extra={"script": current.layout.script_path, "reattached": "1"})
+    return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+                              extra={"script": attempt.layout.script_path, "reattached": "1"})
 
 
 def _ask(transport, cluster, argv: list[str]) -> str:
-    for attempt in range(1, REATTACH_TRIES + 1):
+    for tries in range(1, REATTACH_TRIES + 1):
         result = transport.run(argv)
         if result.ok:
             return result.stdout
-        if attempt < REATTACH_TRIES:
+        if tries < REATTACH_TRIES:
             time.sleep(REATTACH_PAUSE)
     raise TransportError(f"cannot ask SLURM on {cluster.name} whether the job was already submitted ({argv[0] if argv[0] != 'env' else argv[2]} "
                          f"exit {result.returncode}: {result.stderr.strip()}); nothing was submitted: run the same command "
                          "again when the scheduler answers")
 
 
-def _find_in_accounting(transport, cluster, user: str, current) -> str | None:
-    since = _parse.attempt_window_start(current.job_id)
+def _find_in_accounting(transport, cluster, user: str, attempt) -> str | None:
+    since = _parse.attempt_window_start(attempt.job_id)
     stdout = _ask(transport, cluster, _parse.sacct_reattach_argv(user, since))
-    return _parse.find_by_script(stdout, current.layout.script_path)
+    return _parse.find_by_script(stdout, attempt.layout.script_path)
 
 
 def cancel(submissions, cluster, context) -> list[str]:
