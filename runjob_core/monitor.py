@@ -63,7 +63,9 @@ class CycleResult:
     followed: set[str] = attrs.field(factory=set)
 
 
-def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
+def cycle(context: RunContext, job_ids: list[str] | None = None, *, keep_leases: bool = False) -> CycleResult:
+    """One monitoring cycle. The jobs this process observes are leased to it for the cycle
+    (``observe:<job id>``); *keep_leases* (``watch``) keeps them between cycles."""
     store = context.store
     attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
     # One writer per job: only the holder of observe:<job id> polls it and records the answer.
@@ -119,6 +121,8 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
             if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
                 finished.add(job_id)
             views[job_id] = _view(row.id, row.name, latest, row.outcome)
+    if not keep_leases:
+        _release_observed(context)
     return CycleResult(changed, views, finished, followed)
 
 
@@ -437,7 +441,7 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
     try:
         while True:
             try:
-                result = cycle(context, job_ids)
+                result = cycle(context, job_ids, keep_leases=True)
             except StoreFullError as exc:
                 # Transient: the cycle's writes were rolled back whole; the same cycle runs again.
                 _warn(context, f"{exc}; retrying in {max_interval:.0f} s")
@@ -454,12 +458,16 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
                 interval = min(interval, FOLLOW_INTERVAL)
             time.sleep(interval)
     finally:
-        # Done with these jobs: another monitor may take them over at once.
-        for key in [k for k in context.store._leases_held if k.startswith("observe:")]:
-            try:
-                context.store.release_lease(key)
-            except StoreError:
-                pass  # a full or read-only store: the lease frees itself when this process ends
+        _release_observed(context)
+
+
+def _release_observed(context: RunContext) -> None:
+    """Done with these jobs: another monitor may take them over at once."""
+    for key in [k for k in context.store._leases_held if k.startswith("observe:")]:
+        try:
+            context.store.release_lease(key)
+        except StoreError:
+            pass  # a full or read-only store: the lease frees itself when this process ends
 
 
 def _warn(context: RunContext, message: str) -> None:
