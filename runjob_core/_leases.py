@@ -17,8 +17,10 @@ both get it. Keys used by the core:
 ``collect:<job id>``
     downloading a job's results into ``results/<name>/``.
 
-The owner names the host, the process id and its start time: a lease whose owner process
-is gone (``kill -9``) is free at once on the same host, and after ``expires_at`` anywhere.
+The owner names the host, the process id and its start time: on the same host a lease is
+held as long as its owner process lives and is free at once when it is gone (``kill -9``);
+an owner on another host (a state folder on a shared filesystem) holds it until
+``expires_at``.
 """
 
 from __future__ import annotations
@@ -57,15 +59,23 @@ def make_owner() -> str:
     return f"{socket.gethostname()}:{pid}:{_start_time(pid)}:{secrets.token_hex(4)}"
 
 
-def owner_alive(owner: str) -> bool:
-    """False when the owner process is known to be gone (same host only; else unknown: True)."""
+def owner_state(owner: str) -> str:
+    """"alive" or "gone" for an owner on this host; "unknown" for one on another host."""
     try:
         host, pid, started, _token = owner.rsplit(":", 3)
     except ValueError:
-        return True
+        return "unknown"
     if host != socket.gethostname() or not pid.isdigit():
-        return True
-    return bool(started) and _start_time(int(pid)) == started
+        return "unknown"
+    return "alive" if started and _start_time(int(pid)) == started else "gone"
+
+
+def _held_by_other(owner: str, expires_at: float, now: float) -> bool:
+    # On this host a live owner keeps its lease however long its work takes (a slow upload
+    # must not let a second process in), and a gone one loses it at once; an owner on
+    # another host (a shared state folder) keeps it until it expires.
+    state = owner_state(owner)
+    return state == "alive" or (state == "unknown" and expires_at > now)
 
 
 def try_take(db: sqlite3.Connection, key: str, owner: str, ttl: float) -> str | None:
@@ -74,7 +84,7 @@ def try_take(db: sqlite3.Connection, key: str, owner: str, ttl: float) -> str | 
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
-        if row is not None and row[0] != owner and row[1] > now and owner_alive(row[0]):
+        if row is not None and row[0] != owner and _held_by_other(row[0], row[1], now):
             db.execute("COMMIT")
             return row[0]
         db.execute("INSERT INTO leases(key, owner, expires_at) VALUES (?,?,?)"
@@ -98,7 +108,7 @@ def release_all(db: sqlite3.Connection, owner: str) -> None:
 
 def holder(db: sqlite3.Connection, key: str) -> str | None:
     row = db.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
-    if row is None or row[1] <= time.time() or not owner_alive(row[0]):
+    if row is None or not _held_by_other(row[0], row[1], time.time()):
         return None
     return row[0]
 
