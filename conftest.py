@@ -1,4 +1,4 @@
-pytest_plugins = ["runjob_core.testing"]
+pytest_plugins = ["runjob_core.testing", "runjob_slurm.testing"]
 
 
 def pytest_terminal_summary(terminalreporter):

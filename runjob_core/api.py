@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from runjob_core.errors import ConfigError, RefusedError, RunjobError
+from runjob_core.lifecycle import Collected
 from runjob_core.models import ACTIVE_STATES, JobSpec, Rendered
 
 __all__ = [
@@ -92,20 +93,6 @@ class Plan:
     @property
     def refused(self) -> bool:
         return bool(self.problems)
-
-
-@attrs.frozen
-class Collected:
-    """What collect brought home: the local results folder, the artifacts and any problem."""
-
-    job: JobRef
-    dest: Path
-    artifacts: tuple[Any, ...]
-    problems: tuple[str, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 @attrs.frozen
@@ -279,9 +266,7 @@ class Session:
         """Download the results into ``./results/<name>/``, publish and validate them."""
         from runjob_core import lifecycle
 
-        row = self._context.store.find_job(_key(job))
-        done = lifecycle.collect(self._context, row)
-        return Collected(_ref(row), done.dest, done.artifacts, done.problems)
+        return lifecycle.collect(self._context, self._context.store.find_job(_key(job)))
 
     def report(self, job: JobRef | JobState | str) -> dict[str, Any]:
         """The results report (the same document as ``runjob report --json``)."""

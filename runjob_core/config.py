@@ -356,6 +356,8 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
             f"invalid job name {job.name!r} at $.name in {label}: use letters, digits, '.', '_' and '-' "
             "(it becomes a file name and a scheduler job name)"
         )
+    if job.model.engine is not None and job.model.engine not in ("vllm", "hf", "sglang"):
+        problems.append(f"unknown engine {job.model.engine!r} at $.model.engine in {label}; engines: vllm, hf, sglang")
     if job.template not in TEMPLATES:
         problems.append(f"unknown template {job.template!r} at $.template in {label}; templates: {', '.join(TEMPLATES)}")
     for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time)):
@@ -387,11 +389,19 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
 _NOT_HASHED = ("source", "base_dir")
 
 
+#: Keys added after 0.1, left out of the hash while they hold their default, so stored jobs
+#: keep their hash: (section, key, default).
+_ADDED_LATER = (("model", "engine", None),)
+
+
 def spec_hash(job: JobSpec) -> str:
     """A stable hash of the experiment: resuming or re-running never changes it silently."""
     data = unstructure(job)
     for key in _NOT_HASHED:
         data.pop(key, None)
+    for section, key, default in _ADDED_LATER:
+        if data.get(section, {}).get(key, default) == default:
+            data[section].pop(key, None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pluggy
 
-from runjob_core import execute
+from runjob_core.transport import execute
 from runjob_core.models import BackendInfo, ClusterConfig, Machine, Submission
 from runjob_core.store import EventRow, Store
 from runjob_core.transport import LocalTransport, Transport

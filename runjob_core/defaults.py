@@ -13,38 +13,12 @@ hookimpl = pluggy.HookimplMarker("runjob")
 SOURCE = "runjob-core"
 
 
-#: Which estimator kind a template means; a training job may say params.method: lora|qlora.
-_KIND_OF_TEMPLATE = {"vllm": "inference", "training": "full_ft"}
-
-
 @hookimpl
 def runjob_estimate(job, cluster, context):
-    """GPU memory: will the model fit on the GPUs the job asks for? (vllm and training jobs)"""
-    model = job.model.path or job.model.name
-    gpu = job.resources.gpu_type or cluster.gpu_type
-    kind = job.params.get("method") if job.template == "training" else None
-    kind = kind if kind in ("full_ft", "lora", "qlora") else _KIND_OF_TEMPLATE.get(job.template)
-    if not (model and gpu and kind and job.resources.gpus > 0):
-        return None
-    from runjob_core.errors import RunjobError
-    from runjob_core.estimator import estimate
+    """GPU memory: will the model fit on the GPUs the job asks for? (see runjob_core.estimator.jobspec)"""
+    from runjob_core.estimator import preflight
 
-    params = job.params
-    try:
-        result = estimate(
-            model, kind, gpu, num_gpus=job.resources.gpus, tp=params.get("tensor_parallel_size"),
-            dtype=job.model.dtype or "bf16", max_model_len=job.model.max_model_len,
-            concurrency=int(params.get("concurrency", 1)), seq_len=int(params.get("seq_len", 2048)),
-            batch=int(params.get("micro_batch_size", params.get("batch_size", 1))),
-            zero_stage=int(params.get("zero_stage", 0)), grad_checkpointing=bool(params.get("gradient_checkpointing", False)),
-            gpu_memory_utilization=float(params.get("gpu_memory_utilization", 0.9)),
-        )
-    except RunjobError as exc:
-        return Estimate(source=SOURCE, summary=f"no memory estimate: {exc}", fits=None)
-    data = result.to_json()
-    summary = (f"{data['model']} {kind} on {job.resources.gpus} x {data['gpu']}: {data['total_gib']:.1f} GiB peak per GPU "
-               f"of {data['gpu_vram_gib']:.1f} GiB")
-    return Estimate(source=SOURCE, summary=summary, fits=bool(data["fits"]), suggestions=tuple(data["suggestions"]), data=data)
+    return preflight.memory_estimate(job, cluster, context, SOURCE)
 
 
 @hookimpl(trylast=True)
@@ -59,24 +33,6 @@ def runjob_render(job, attempt, cluster, templates, context):
     variables = {"job": job, "cluster": cluster, "runjob": attempt.template_vars()}
     script = templating.render(templates, name, variables, job_source=job.source)
     return Rendered(script=script, template=name, source=SOURCE)
-
-
-@hookimpl(trylast=True)
-def runjob_collect(job, submission, status, dest, context):
-    """After the backend downloaded the results: publish and verify (when ``upload.repo`` is
-    set), then validate. Every step becomes an artifact and an event."""
-    from runjob_core import artifacts
-
-    if not artifacts.main_results_file(dest):
-        return []
-    found = []
-    if job.upload.repo:
-        # The dataset card records the run: its id, attempts and script.
-        row = context.store.get_job(submission.job_id)
-        attempts = len(context.store.attempts(row.id))
-        found += artifacts.publish(dest, job, row, attempts, row.script, submission.cluster)
-    found += artifacts.validate(dest, job)
-    return found
 
 
 @hookimpl(trylast=True)

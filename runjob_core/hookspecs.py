@@ -112,7 +112,7 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
     """Estimate what running *job* on *cluster* would take, before anything is queued.
 
     Called during pre-flight (``runjob plan``, ``runjob submit``, ``runjob run`` and
-    :func:`runjob_core.api.submit`), before rendering. Memory estimators, backends (queue
+    :class:`runjob_core.api.Session`), before rendering. Memory estimators, backends (queue
     wait, cost, partition limits) and benchmark references (throughput) answer.
 
     :param job: The validated job specification.

@@ -179,7 +179,7 @@ def launch(
 ) -> Launched:
     """The one gate every submission goes through: cluster -> canary -> pre-flight ->
     refusal -> review -> submit. ``runjob run``, ``runjob submit`` and
-    :func:`runjob_core.api.submit` all call it.
+    :meth:`runjob_core.api.Session.submit` all call it.
 
     *canary* submits the job's canary variant (row limit, shorter time, own results). For a
     full job whose last canary failed, *failed_canary* decides: ``True`` goes on, ``False``
@@ -485,6 +485,8 @@ def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
 
 @attrs.frozen
 class Collected:
+    """What collect brought home: the local results folder, the artifacts and any problem."""
+
     dest: Path
     artifacts: tuple[Any, ...]
     problems: tuple[str, ...]

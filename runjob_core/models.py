@@ -71,6 +71,9 @@ class ModelSpec:
     dtype: str | None = None
     max_model_len: int | None = None
     max_tokens: int | None = None
+    #: Inference engine the memory estimate models: vllm | hf | sglang (default: vllm for
+    #: the vllm template, hf for others).
+    engine: str | None = None
 
 
 @frozen

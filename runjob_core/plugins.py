@@ -10,27 +10,24 @@ plugin authors; ``RUNJOB_DISABLE_PLUGINS=a,b`` blocks plugins by name.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import logging
 import os
-import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pluggy
 
 from runjob_core import hookspecs
+from runjob_core._entry_points import EntryPoint, entry_points
 from runjob_core.errors import UnknownBackendError
 
 log = logging.getLogger(__name__)
 
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last.
-DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.walltime")
+DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.throughput")
 
 
 class PluginManager(pluggy.PluginManager):
@@ -76,65 +73,9 @@ def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginM
     return pm, describe(pm, dists) + errors
 
 
-@attrs.frozen
-class _EntryPoint:
-    name: str
-    value: str
-    dist: str | None
-    version: str | None
-
-    def load(self) -> Any:
-        module_name, _, attribute = self.value.partition(":")
-        module = importlib.import_module(module_name.strip())
-        for part in filter(None, attribute.strip().split(".")):
-            module = getattr(module, part)
-        return module
-
-
-def _cache_key() -> list[list[Any]]:
-    # Installing or removing a distribution changes its site-packages folder's mtime.
-    key = []
-    for entry in sys.path:
-        try:
-            key.append([entry, os.stat(entry or ".").st_mtime_ns])
-        except OSError:
-            key.append([entry, None])
-    return key
-
-
-def _entry_points() -> list[_EntryPoint]:
-    """The ``runjob`` entry points, cached per sys.path state: scanning every installed
-    distribution's metadata costs ~40 ms on each command otherwise."""
-    key = _cache_key()
-    # One file per sys.path: `python -m pytest`, the console script and `python -c` see
-    # different paths and would otherwise evict each other's entry on every switch.
-    digest = hashlib.sha256(json.dumps([entry for entry, _ in key]).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"entry-points-{digest}.json"
-    try:
-        cached = json.loads(cache.read_text())
-        if cached["key"] == key:
-            return [_EntryPoint(*item) for item in cached["entry_points"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        log.debug("no usable entry-point cache at %s; scanning", cache)
-    import importlib.metadata
-
-    found = [
-        _EntryPoint(ep.name, ep.value, ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
-        for ep in importlib.metadata.entry_points(group=GROUP)
-    ]
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"key": key, "entry_points": [attrs.astuple(ep) for ep in found]}))
-        tmp.replace(cache)
-    except OSError:
-        log.debug("cannot write the entry-point cache %s", cache)
-    return found
-
-
 def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:
     errors: list[PluginInfo] = []
-    for ep in sorted(_entry_points(), key=_load_order):
+    for ep in sorted(entry_points(GROUP), key=_load_order):
         dist, version = ep.dist, ep.version
         if pm.is_blocked(ep.name):
             continue
@@ -157,7 +98,7 @@ def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | Non
     return errors
 
 
-def _load_order(ep: _EntryPoint) -> tuple[str, int, str]:
+def _load_order(ep: EntryPoint) -> tuple[str, int, str]:
     # When two distributions claim one name, the one named runjob-<name> keeps it, so a
     # third-party package can never silently take over a built-in backend.
     dist = ep.dist or ""

@@ -87,22 +87,27 @@ def layout_for(
 
 def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered) -> None:
     """Create the job's folders and put the script, params and job-side library in place."""
-    package = importlib.resources.files("runjob_core")
     files = {
         script_name(layout, rendered): (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
-        # The job imports runjob_core.job; ship it with an empty package __init__ so that
-        # the import works on a node without runjob (and without pluggy, attrs, ...).
-        "lib/runjob_core/__init__.py": ('"""runjob job-side helpers."""\n', 0o644),
-        "lib/runjob_core/job.py": ((package / "job.py").read_text(), 0o644),
-        # publish.py imports only the standard library at the top (huggingface_hub lazily),
-        # for runjob_core.job.uploader().
-        "lib/runjob_core/publish.py": ((package / "publish.py").read_text(), 0o644),
+        **job_side_files(),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
     }
     transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
     if layout.sync_from:
         sync_workdir(transport, Path(layout.sync_from), layout.workdir)
+
+
+def job_side_files() -> dict[str, tuple[str, int]]:
+    """The job-side package (``runjob_core/job/``, standard library only) as files under
+    ``lib/``, with an empty ``runjob_core/__init__.py``: jobs ``import runjob_core.job`` on a
+    node where runjob (and pluggy, attrs, ...) is not installed."""
+    package = importlib.resources.files("runjob_core") / "job"
+    files = {"lib/runjob_core/__init__.py": ('"""runjob job-side helpers."""\n', 0o644)}
+    for entry in package.iterdir():
+        if entry.name.endswith(".py"):
+            files[f"lib/runjob_core/job/{entry.name}"] = (entry.read_text(), 0o644)
+    return files
 
 
 def script_name(layout: Layout, rendered: Rendered) -> str:

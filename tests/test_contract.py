@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import sys
 from pathlib import Path
 
 import attrs
@@ -20,7 +19,6 @@ from runjob_core.errors import ConfigError, UnknownBackendError
 from runjob_core.models import LOST, BackendInfo, Finding, JobStatus, Machine
 from runjob_core.transport import LocalTransport
 
-FAKE_DIST = Path(__file__).parent / "data" / "fake-dist"
 
 
 # ----------------------------------------------------------------------------- the contract text
@@ -37,14 +35,6 @@ def test_every_hook_parameter_is_documented():
 
 
 # ----------------------------------------------------------------------------- loading
-
-
-@pytest.fixture
-def with_fake_dist(monkeypatch):
-    monkeypatch.syspath_prepend(str(FAKE_DIST))
-    yield
-    for name in [m for m in sys.modules if m.startswith("fake_runjob_plugins")]:
-        del sys.modules[name]
 
 
 def test_a_misspelled_hook_gets_a_did_you_mean(with_fake_dist):
@@ -366,3 +356,27 @@ def test_a_failing_plugin_is_named_once_and_the_rest_carries_on(runjob_home):
     assert any(f.data.get("label") == "special" for f in context.store.events(row.id, kinds=("finding",)))
     assert not collected.ok and any("brokenchecker" in p for p in collected.problems)
     context.close()
+
+
+# ----------------------------------------------------------------------------- the tree
+
+
+def test_no_core_module_imports_a_plugin_or_names_a_backend():
+    import ast
+
+    core = Path(__file__).resolve().parents[1] / "runjob_core"
+    plugin_packages = ("runjob_local", "runjob_slurm", "runjob_health", "runjob_hub", "runjob_runpod")
+    offenders = []
+    for path in core.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(core)} imports {n}" for n in names if n.split(".")[0] in plugin_packages]
+            # A backend named in code (not the built-in `local` cluster, which always exists).
+            if isinstance(node, ast.Constant) and node.value in ("slurm", "runpod"):
+                offenders.append(f"{path.relative_to(core)} names the backend {node.value!r}")
+    assert offenders == []

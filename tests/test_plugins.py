@@ -1,23 +1,10 @@
 """Plugin loading: entry points, broken and duplicate plugins, typos, routing."""
 
-import sys
-from pathlib import Path
-
 import pluggy
 import pytest
 
 from runjob_core import hookimpl, plugins
 from runjob_core.errors import UnknownBackendError
-
-FAKE_DIST = Path(__file__).parent / "data" / "fake-dist"
-
-
-@pytest.fixture
-def with_fake_dist(monkeypatch):
-    monkeypatch.syspath_prepend(str(FAKE_DIST))
-    yield
-    for name in [m for m in sys.modules if m.startswith("fake_runjob_plugins")]:
-        del sys.modules[name]
 
 
 def test_broken_duplicate_and_misspelled_plugins_are_reported_not_fatal(with_fake_dist):

@@ -130,7 +130,7 @@ def test_clients_finding_no_agent_at_the_same_instant_share_the_one_started(clus
     # second agent): five rounds of six clients each.
     import threading
 
-    from runjob_core import sshagent
+    from runjob_core.transport import agent as sshagent
 
     monkeypatch.setenv("RUNJOB_SSH_AGENT_IDLE", "5")
     for _round in range(5):

@@ -13,7 +13,8 @@ import attrs
 import pytest
 
 from runjob_core import lifecycle, monitor
-from runjob_core.testing import BackendContract, slurm_cluster_config, wait_until, write_clusters_yaml
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
 JOB_SCRIPT = Path(__file__).resolve().parents[3] / "tests" / "data" / "jobs" / "rows_job.py"

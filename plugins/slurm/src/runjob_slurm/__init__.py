@@ -22,12 +22,12 @@ def runjob_backend_info():
 
 @hookimpl
 def runjob_transport(cluster, context):
-    from runjob_core import sshagent
+    from runjob_core.transport import agent as sshagent
 
     if sshagent.enabled():
-        # runjob commands share one connection per cluster (see runjob_core.sshagent).
+        # runjob commands share one connection per cluster (see runjob_core.transport.agent).
         return sshagent.AgentTransport(cluster)
-    from runjob_core.ssh import SSHTransport
+    from runjob_core.transport.ssh import SSHTransport
 
     return SSHTransport(cluster)
 
@@ -75,10 +75,10 @@ def runjob_cancel(submissions, cluster, context):
 
 
 @hookimpl(tryfirst=True)
-def runjob_collect(submission, status, dest, context):
+def runjob_collect(job, submission, status, dest, context):
     from runjob_slurm import _backend
 
-    return _backend.collect(submission, dest, context)
+    return _backend.collect(submission, dest, context, job=job)
 
 
 @hookimpl

@@ -170,9 +170,10 @@ def cancel(submissions, cluster, context) -> list[str]:
     return ids
 
 
-def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
-    """Download the job's results folder into *dest*, only files that changed; every file
-    lands inside *dest* or is skipped with a finding (see :mod:`runjob_core.collecting`)."""
+def collect(submission: Submission, dest: Path, context, job=None) -> list[Artifact]:
+    """Download the job's results folder into *dest*, only files that changed (every file
+    lands inside *dest* or is skipped with a finding: :mod:`runjob_core.collecting`); add
+    what the job measured (``memory`` artifact) when its log or sacct says."""
     from runjob_core import collecting
 
     cluster = context.clusters[submission.cluster]
@@ -193,11 +194,23 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
             copied += 1
         kept.append(info.path)
         rows += collecting.count_rows(target)
+    memory = measured_memory(submission, cluster, transport, job or context.store.get_job(submission.job_id).spec)
     if not kept:
-        return problems
-    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": kept, "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"}),
-            *problems]
+        return [*problems, memory] if memory else problems
+    results = Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                       data={"files": kept, "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})
+    return [results, *problems, memory] if memory else [results, *problems]
+
+
+def measured_memory(submission: Submission, cluster, transport, job) -> Artifact | None:
+    """What the job really used: sacct's MaxRSS of its steps and the GPU peak its log
+    reports, next to the estimate of its spec (runjob_core.estimator.measured)."""
+    from runjob_core.estimator import measured
+
+    accounted = transport.run(_parse.sacct_maxrss_argv(submission.backend_job_id))
+    rss = _parse.max_rss_field(accounted.stdout) if accounted.ok else None
+    log = transport.read_text(submission.log_path) or ""
+    return measured.memory_artifact(job, cluster, log, rss, SOURCE)
 
 
 def check_cluster(cluster, transport) -> list[CheckResult]:

@@ -118,7 +118,7 @@ import yaml
 from attrs import frozen
 
 # The rules (validation, checking) live in their own module; these names stay part of this one's.
-from runjob_core._reference_rules import (  # noqa: F401  (describe_rule, validate_rules: re-exported)
+from runjob_core.references.rules import (  # noqa: F401  (describe_rule, validate_rules: re-exported)
     RuleResult, check_rules, describe_rule, validate_front_matter, validate_rules,
 )
 from runjob_core.config import describe_value, load_yaml

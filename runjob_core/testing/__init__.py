@@ -6,11 +6,12 @@ Fixtures:
   file from the user's environment;
 * ``runjob_pm``: a fresh plugin manager with the core's defaults only, plus
   ``register(plugin, name)`` that unregisters after the test;
-* ``fake_run``: replaces :data:`runjob_core.execute.RUNNER`, records every argv and
+* ``fake_run``: replaces :data:`runjob_core.transport.execute.RUNNER`, records every argv and
   answers from a script (``fake_run.on(["sbatch", ...], stdout="42\\n")``);
 * ``runjob_cli``: runs the ``runjob`` CLI in-process and returns click's result;
-* ``slurm_env``: the test cluster's connection settings from ``scripts/test-cluster.sh``;
-  skips with one line where the cluster cannot run, and fails on CI (``CI=true``).
+
+The SLURM test cluster's fixtures (``slurm_env``, ``slurm_cluster_config``) are the SLURM
+plugin's: :mod:`runjob_slurm.testing`.
 
 :class:`BackendContract` is the contract every backend's tests subclass.
 """
@@ -27,11 +28,10 @@ from typing import Any
 import pluggy
 import pytest
 
-from runjob_core import execute
+from runjob_core.transport import execute
 from runjob_core.models import ACTIVE_STATES, TERMINAL_STATES, ClusterConfig, JobSpec, Submission
 
 _hookimpl = pluggy.HookimplMarker("runjob")
-CLUSTER_ENV = Path(os.environ.get("RUNJOB_TEST_DIR", "/var/lib/runjob-test")) / "cluster.env"
 
 
 @pytest.fixture
@@ -111,37 +111,6 @@ def runjob_cli() -> Callable[..., Any]:
         return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
 
     return invoke
-
-
-def read_cluster_env(path: Path = CLUSTER_ENV) -> dict[str, str]:
-    values = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip():
-            values[key.strip()] = value.strip()
-    return values
-
-
-@pytest.fixture(scope="session")
-def slurm_env() -> dict[str, str]:
-    if not CLUSTER_ENV.is_file():
-        reason = f"SLURM tier skipped: {CLUSTER_ENV} not found (run: bash scripts/test-cluster.sh up, as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason.replace("skipped", "required on CI"))
-        pytest.skip(reason)
-    return read_cluster_env()
-
-
-def slurm_cluster_config(env: dict[str, str], name: str = "testslurm", **overrides: Any) -> ClusterConfig:
-    values = dict(
-        name=name, type="slurm", host=env["RUNJOB_TEST_SSH_HOST"], port=int(env["RUNJOB_TEST_SSH_PORT"]),
-        user=env["RUNJOB_TEST_SSH_USER"], identity_file=env["RUNJOB_TEST_SSH_KEY"],
-        known_hosts=env["RUNJOB_TEST_KNOWN_HOSTS"], default_partition="debug",
-        default_account=env.get("RUNJOB_TEST_ACCOUNT"), scratch_path=env["RUNJOB_TEST_SCRATCH"] + "/runjob-tests",
-        gres_format="typed", gpu_type="h100",
-    )
-    values.update(overrides)
-    return ClusterConfig(**values)
 
 
 def write_clusters_yaml(path: Path, clusters: Sequence[ClusterConfig]) -> Path:
