@@ -131,7 +131,7 @@ def render(context: RunContext, job: JobSpec, attempt: Attempt, cluster: Cluster
     rendered = caller(job=job, attempt=attempt, cluster=cluster, templates=templates_for(context), context=context)
     if rendered is None:
         raise RunjobError(f"no plugin rendered a script for backend {cluster.type!r}")
-    return rendered
+    return staging.per_attempt(rendered, attempt.layout)
 
 
 def render_preview(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, limit: int | None = None) -> Rendered:

@@ -22,6 +22,8 @@ import json
 import os
 from pathlib import Path
 
+import attrs
+
 from runjob_core.errors import RunjobError
 from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
 from runjob_core.transport import LocalTransport, Transport
@@ -88,7 +90,7 @@ def layout_for(
 def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered) -> None:
     """Create the job's folders and put the script, params and job-side library in place."""
     files = {
-        script_name(layout, rendered): (rendered.script, 0o755),
+        rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
         **job_side_files(),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
@@ -113,6 +115,15 @@ def job_side_files() -> dict[str, tuple[str, int]]:
 def script_name(layout: Layout, rendered: Rendered) -> str:
     """The script's file name in the job folder: the attempt's own, when the layout has one."""
     return layout.script_path.rsplit("/", 1)[1] if layout.script_path else rendered.script_name
+
+
+def per_attempt(rendered: Rendered, layout: Layout) -> Rendered:
+    """*rendered* named as its attempt's own script (``run.<n>.sh``) unless the backend chose
+    a name: every backend submits ``rendered.script_name``, and a resubmission never
+    overwrites the script a queued job will run."""
+    if rendered.script_name != "run.sh" or not layout.script_path:
+        return rendered
+    return attrs.evolve(rendered, script_name=script_name(layout, rendered))
 
 
 def _ignore_patterns(root: Path) -> list[str]:

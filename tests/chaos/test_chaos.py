@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runjob_core.testing import slurm_cluster_config, wait_until, write_clusters_yaml
+from runjob_core.testing import wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slurm, pytest.mark.slow]
 RUNJOB = str(Path(sys.executable).parent / "runjob")

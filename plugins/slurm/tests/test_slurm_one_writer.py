@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from runjob_core import lifecycle
-from runjob_core.testing import BackendContract, slurm_cluster_config, write_clusters_yaml
+from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 RUNJOB = str(Path(sys.executable).parent / "runjob")

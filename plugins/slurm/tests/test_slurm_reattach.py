@@ -18,8 +18,9 @@ import yaml
 
 from runjob_core import lifecycle, monitor
 from runjob_core.errors import RunjobError
-from runjob_core.execute import Completed
-from runjob_core.testing import BackendContract, slurm_cluster_config, wait_until, write_clusters_yaml
+from runjob_core.transport.execute import Completed
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = [pytest.mark.slurm]
 RUNJOB = str(Path(sys.executable).parent / "runjob")
