@@ -360,7 +360,8 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
         problems.append(f"unknown engine {job.model.engine!r} at $.model.engine in {label}; engines: vllm, hf, sglang")
     if job.template not in TEMPLATES:
         problems.append(f"unknown template {job.template!r} at $.template in {label}; templates: {', '.join(TEMPLATES)}")
-    for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time)):
+    for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time),
+                       ("model.startup_timeout", job.model.startup_timeout)):
         if value is not None:
             try:
                 parse_duration(value)
@@ -380,6 +381,9 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
         problems.extend(_secret_problem(key, f"$.env.{key}", label))
     if not job.command.strip():
         problems.append(f"empty command at $.command in {label}")
+    from runjob_core._serving_rules import serving_problems
+
+    problems.extend(serving_problems(job, label))
     if "RUNJOB_COMMAND_END" in job.command.splitlines():
         problems.append(f"the line RUNJOB_COMMAND_END at $.command in {label} is reserved by the training template")
     return problems
@@ -387,11 +391,10 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
 
 #: Fields that describe where/how a spec was read, not the experiment.
 _NOT_HASHED = ("source", "base_dir")
-
-
 #: Keys added after 0.1, left out of the hash while they hold their default, so stored jobs
 #: keep their hash: (section, key, default).
-_ADDED_LATER = (("model", "engine", None),)
+_ADDED_LATER = (("model", "engine", None), ("model", "max_tokens_reason", None), ("model", "serve", True),
+                ("model", "serve_args", ()), ("model", "startup_timeout", None))
 
 
 def spec_hash(job: JobSpec) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pluggy
 
 from runjob_core import templating
@@ -15,9 +16,16 @@ SOURCE = "runjob-core"
 
 @hookimpl
 def runjob_estimate(job, cluster, context):
-    """GPU memory: will the model fit on the GPUs the job asks for? (see runjob_core.estimator.jobspec)"""
+    """GPU memory: will the model fit on the GPUs the job asks for? (see runjob_core.estimator.jobspec)
+
+    The estimate is made at the length the job runs at: model.max_model_len, else the model's
+    full length from its config.json (runjob_core.model_length), passed in the job spec."""
+    from runjob_core import model_length
     from runjob_core.estimator import preflight
 
+    length = model_length.full_length(job, cluster, context)
+    if length is not None and length != job.model.max_model_len:
+        job = attrs.evolve(job, model=attrs.evolve(job.model, max_model_len=length))
     return preflight.memory_estimate(job, cluster, context, SOURCE)
 
 
