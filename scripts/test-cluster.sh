@@ -29,7 +29,7 @@ TEST_USER=rjuser
 SCRATCH=/home/$TEST_USER/scratch
 DB_PASS=slurmdbpass
 SSHD_CONFIG=/etc/ssh/sshd_runjob_config
-PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openssh-server)
+PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openssh-server chromium chromium-driver)
 COMPONENTS=(munged mariadb slurmdbd slurmctld slurmd-cpu01 slurmd-gpu01 sshd)
 
 # ------------------------------------------------------------------ helpers
