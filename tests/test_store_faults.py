@@ -68,8 +68,16 @@ def test_a_truncated_store_is_kept_aside_with_how_to_recover(runjob_home):
 
 
 @needs_root
+def scratch_elsewhere(home: Path) -> None:
+    """The local jobs' files off the store's disk: only the store is read-only or full."""
+    clusters = home / ".runjob" / "clusters.yaml"
+    clusters.parent.mkdir(exist_ok=True)
+    clusters.write_text(yaml.safe_dump({"clusters": {"local": {"type": "local", "scratch_path": str(home / "scratch")}}}))
+
+
 def test_a_read_only_store_is_one_line(runjob_home, tmpfs):
     env = {"RUNJOB_HOME": str(tmpfs)}
+    scratch_elsewhere(runjob_home)  # (a job still writing its log there would make the remount fail: busy)
     assert submit_hello(runjob_home, env).returncode == 0
     subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
     line = one_line_error(submit_hello(runjob_home, env, command="echo other"))
@@ -92,10 +100,7 @@ def test_watch_survives_a_transient_full_disk_and_loses_nothing(runjob_home, tmp
     import sqlite3
 
     env = {"RUNJOB_HOME": str(tmpfs)}
-    # The job's own files on another disk: only the store's disk fills up.
-    clusters = runjob_home / ".runjob" / "clusters.yaml"
-    clusters.parent.mkdir(exist_ok=True)
-    clusters.write_text(yaml.safe_dump({"clusters": {"local": {"type": "local", "scratch_path": str(runjob_home / "scratch")}}}))
+    scratch_elsewhere(runjob_home)
     command = "for i in $(seq 1 40); do echo line $i; sleep 0.2; done"
     assert submit_hello(runjob_home, env, command=command).returncode == 0
     watch = subprocess.Popen([RUNJOB, "watch", "hello", "--interval", "0.2", "--max-interval", "1"], cwd=runjob_home,
