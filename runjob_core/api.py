@@ -280,8 +280,8 @@ class Session:
         from runjob_core import resume
 
         row = self._context.store.find_job(_key(job))
-        plan, _latest = resume.plan(self._context, row)
-        resume.resubmit(self._context, row, plan)
+        plan, latest = resume.plan(self._context, row)
+        resume.resubmit(self._context, row, plan, after=latest.n)
         return _ref(row)
 
     def cancel(self, job: JobRef | JobState | str) -> list[str]:

@@ -81,17 +81,26 @@ def _read_bytes(path: Path) -> bytes:
 def _parse_yaml(data: bytes, label: str) -> Any:
     import yaml
 
+    from runjob_core import _input_guard
+
+    too_big = _input_guard.check_size(data, label)
+    if too_big:
+        raise ConfigError(label, [too_big])
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(label, [f"{label} is not UTF-8 text (byte {exc.start}): save it as UTF-8"]) from None
     try:
-        return load_yaml(text)
+        raw = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(label, [f"YAML syntax error in {label}{where}: {problem}"]) from None
+    too_many = _input_guard.check_expansion(raw, label)
+    if too_many:
+        raise ConfigError(label, [too_many])
+    return raw
 
 
 def read_yaml(path: Path) -> Any:
@@ -221,7 +230,9 @@ def _clusters_from_yaml(data: bytes, label: str, backends: Mapping[str, Any] | N
     entries = raw.get("clusters") or {}
     if not isinstance(entries, Mapping):
         raise ConfigError(label, [f"expected a mapping of cluster names at $.clusters in {label}, got {describe_value(entries)}"])
-    problems: list[str] = []
+    from runjob_core import _input_guard
+
+    problems: list[str] = _input_guard.token_problems(entries, label, "$.clusters")
     for name, entry in entries.items():
         where = f"$.clusters.{name}"
         if entry is None:
@@ -325,6 +336,11 @@ def job_from_mapping(raw: Any, *, source: str, base_dir: str = ".") -> JobSpec:
         for internal in ("source", "base_dir"):
             if internal in raw:
                 raise ConfigError(source, [f"unknown key '{internal}' at $ in {source}"])
+        from runjob_core import _input_guard
+
+        leaked = _input_guard.token_problems(raw, source)
+        if leaked:
+            raise ConfigError(source, leaked)
         raw = {**raw, "source": source, "base_dir": base_dir}
     job = structure(raw, JobSpec, source=source)
     problems = _check_job(job, source)
@@ -335,7 +351,7 @@ def job_from_mapping(raw: Any, *, source: str, base_dir: str = ".") -> JobSpec:
 
 def _check_job(job: JobSpec, label: str) -> list[str]:
     problems = []
-    if not JOB_NAME_RE.match(job.name):
+    if not JOB_NAME_RE.fullmatch(job.name):
         problems.append(
             f"invalid job name {job.name!r} at $.name in {label}: use letters, digits, '.', '_' and '-' "
             "(it becomes a file name and a scheduler job name)"
@@ -354,7 +370,7 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
     for key, value in (("checkpoint.every", job.checkpoint.every), ("upload.every", job.upload.every)):
         if value is not None and not re.fullmatch(r"\d+\s*(rows|steps)?|\d+(\.\d+)?\s*[smhd]", value.strip()):
             problems.append(f"invalid interval {value!r} at $.{key} in {label}: use 10m, 1h or a count like 500 rows")
-    if job.resources.mem is not None and not _MEM_RE.match(job.resources.mem):
+    if job.resources.mem is not None and not _MEM_RE.fullmatch(job.resources.mem):
         problems.append(f"invalid memory {job.resources.mem!r} at $.resources.mem in {label}: use e.g. 16G or 500M")
     for key, value in (("resources.gpus", job.resources.gpus), ("resources.cpus", job.resources.cpus), ("resources.nodes", job.resources.nodes)):
         if value < 0 or (key != "resources.gpus" and value == 0):

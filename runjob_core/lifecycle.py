@@ -131,7 +131,7 @@ def render(context: RunContext, job: JobSpec, attempt: Attempt, cluster: Cluster
     rendered = caller(job=job, attempt=attempt, cluster=cluster, templates=templates_for(context), context=context)
     if rendered is None:
         raise RunjobError(f"no plugin rendered a script for backend {cluster.type!r}")
-    return rendered
+    return staging.per_attempt(rendered, attempt.layout)
 
 
 def render_preview(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, limit: int | None = None) -> Rendered:
@@ -236,33 +236,49 @@ def submit(
     through its tag, and only submitted if the backend has no job with that tag.
     """
     spec_hash = config.spec_hash(job)
+    # One writer per spec: of runjob processes submitting the same spec at once, one creates
+    # the job and the others find it here and follow it (see runjob_core._leases).
+    claim = f"spec:{job.name}:{spec_hash}:{kind}"
     if not new:
-        existing = _existing_active(context.store, job.name, spec_hash, kind)
-        if existing is not None:
-            row, attempt = existing
-            if attempt.state != "SUBMITTING":
-                context.event(row.id, "reattached", f"{job.name} is already submitted as {row.id} ({attempt.state}); following it",
-                              attempt=attempt.n)
-                return row, attempt.submission
-            return row, _submit_attempt(context, row, job, cluster, attempt_row=attempt)
+        with context.store.claim(claim):
+            followed = _follow_existing(context, job, cluster, spec_hash, kind)
+        if followed is not None:
+            return followed
     # Render and review before anything is recorded: a refusal leaves nothing behind.
     job_id = new_job_id()
     attempt = new_attempt(context, job, cluster, job_id=job_id, n=1, limit=job.canary.limit if kind == "canary" else None)
     rendered = render(context, job, attempt, cluster)
     if confirm is not None and not confirm(job, cluster, rendered):
         raise RefusedError("not submitted: the review was not confirmed")
-    context.store.create_job(
-        job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
-        spec_hash=spec_hash, spec_path=spec_path, kind=kind,
-    )
-    row = context.store.get_job(job_id)
-    context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
-    return row, _submit_attempt(context, row, job, cluster, attempt_row=None, attempt=attempt, rendered=rendered)
+    with context.store.claim(claim):
+        followed = None if new else _follow_existing(context, job, cluster, spec_hash, kind)
+        if followed is not None:
+            return followed  # submitted by another process while this one was reviewing
+        context.store.create_job(
+            job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
+            spec_hash=spec_hash, spec_path=spec_path, kind=kind,
+        )
+        row = context.store.get_job(job_id)
+        context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
+        return row, _submit_attempt(context, row, job, cluster, attempt_row=None, attempt=attempt, rendered=rendered)
 
 
-def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
-    found = store.find_active(name, spec_hash, kind)
-    return (store.get_job(found.job_id), found) if found else None
+def _follow_existing(context, job: JobSpec, cluster: ClusterConfig, spec_hash: str, kind: str):
+    """(row, submission) of the same spec already submitted and not yet finished with: an
+    active attempt, one left SUBMITTING (reattached by its tag), an ended one whose resume was
+    not done yet, or a completed job whose results were never collected (a kill between the
+    end and collect)."""
+    store = context.store
+    found = (store.find_active(job.name, spec_hash, kind) or store.find_pending(job.name, spec_hash, kind)
+             or store.find_uncollected(job.name, spec_hash, kind))
+    if found is None:
+        return None
+    row = store.get_job(found.job_id)
+    if found.state != "SUBMITTING":
+        context.event(row.id, "reattached", f"{job.name} is already submitted as {row.id} ({found.state}); following it",
+                      attempt=found.n)
+        return row, found.submission
+    return row, _submit_attempt(context, row, job, cluster, attempt_row=found)
 
 
 def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterConfig, attempt_row: AttemptRow) -> Submission | Attempt:
@@ -282,6 +298,15 @@ def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterCo
 def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
                     attempt: Attempt | None = None, rendered: Rendered | None = None,
                     resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+    # One writer per job: creating, submitting or reattaching an attempt holds submit:<id>.
+    with context.store.claim(f"submit:{row.id}"):
+        return _submit_attempt_claimed(context, row, job, cluster, attempt_row=attempt_row, attempt=attempt,
+                                       rendered=rendered, resume_from=resume_from, resume_env=resume_env)
+
+
+def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
+                            attempt: Attempt | None = None, rendered: Rendered | None = None,
+                            resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
     store = context.store
     if attempt_row is not None:
         found = _reattach(context, row, job, cluster, attempt_row)
@@ -394,13 +419,23 @@ def _limit(row: JobRow, job: JobSpec) -> int | None:
     return job.canary.limit if row.kind == "canary" else None
 
 
-def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str]) -> Submission:
-    """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed)."""
+def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str],
+             after: int | None = None) -> Submission | None:
+    """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed).
+
+    *after* is the attempt the caller saw last: when another process has resubmitted since
+    (the latest attempt is no longer *after*), nothing is submitted and None is returned."""
     job = row.spec
     if config.spec_hash(job) != row.spec_hash:
         raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
     cluster = cluster_for(context, job)
-    return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
+    with context.store.claim(f"submit:{row.id}"):
+        latest = context.store.latest_attempt(row.id)
+        if after is not None and latest is not None and latest.n != after:
+            context.event(row.id, "reattached", f"attempt {latest.n} was already submitted by another runjob process; "
+                          "following it", attempt=latest.n)
+            return None
+        return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
 
 
 def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
@@ -491,13 +526,26 @@ def results_folder(row: JobRow) -> Path:
 
 
 def collect(context: RunContext, row: JobRow) -> Collected:
+    # Two processes finishing the same job (two `runjob run`) download one after the other.
+    with context.store.claim(f"collect:{row.id}"):
+        return _collect(context, row)
+
+
+def _collect(context: RunContext, row: JobRow) -> Collected:
     attempt = context.store.latest_attempt(row.id)
     if attempt is None or attempt.submission is None:
         raise RunjobError(f"job {row.id} was never submitted; nothing to collect")
     submission = attempt.submission
     cluster = job_cluster(context, row)
-    status = stored_status(attempt)
     dest = results_folder(row)
+    if any(e.attempt == attempt.n for e in context.store.events(row.id, kinds=("collected",))):
+        # Collected already (by the other of two processes that followed the job): the same answer, not twice.
+        from runjob_core.models import Artifact
+
+        stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
+                  for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
+        return Collected(dest, tuple(stored), ())
+    status = stored_status(attempt)
     dest.mkdir(parents=True, exist_ok=True)
     artifacts = _collect_artifacts(context, row, attempt.n, submission, status, dest, cluster)
     problems = []
@@ -512,7 +560,9 @@ def collect(context: RunContext, row: JobRow) -> Collected:
                       attempt=attempt.n, source=artifact.source, data={"artifact": artifact.kind, "name": artifact.name,
                       "location": artifact.location, "rows": artifact.rows, **artifact.data})
     if not any(a.kind == "results" for a in artifacts):
-        problems.append(f"no results were collected into {dest}")
+        problems.append(f"no results were collected into {dest}: the job wrote no file under $RUNJOB_RESULTS "
+                        f"({submission.results_dir} on {cluster.name}); write its rows there, e.g. with "
+                        "runjob_core.job.ResultsWriter (see the example job: runjob init)")
     else:
         _summary_event(context, row, attempt.n, artifacts)
     context.event(row.id, "collected" if not problems else "collect_failed",

@@ -56,6 +56,8 @@ class ClusterConfig:
     conda_env: str | None = None
     env: dict[str, str] = field(factory=dict)
     settings: dict[str, Any] = field(factory=dict)
+    #: The scheduler already gives each job its own TMPDIR: the script leaves it alone.
+    private_tmpdir: bool = False
     #: The backend's own keys, structured by the class its :class:`BackendInfo` declares
     #: (``None`` when the backend declares none).
     options: Any = None
@@ -231,6 +233,9 @@ class Layout:
     log_path: str
     lib_dir: str
     cache_dir: str
+    #: This attempt's job script (``run.<attempt>.sh``): what the backend submits, so that a
+    #: resubmission never overwrites the script of a job still waiting in the queue.
+    script_path: str = ""
 
 
 @frozen

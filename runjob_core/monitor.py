@@ -16,6 +16,7 @@ import attrs
 
 from runjob_core import lifecycle, plugins
 from runjob_core.context import RunContext
+from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.reporting import history as metrics_history
 from runjob_core.models import (
@@ -29,6 +30,11 @@ RESUME_EXIT_CODE = 75
 #: Read at most this much new log per job per cycle; the rest comes next cycle.
 MAX_WINDOW_BYTES = 8 << 20
 RESUMABLE_STATES = {TIMEOUT: "max_timeouts", PREEMPTED: "max_preemptions", NODE_FAIL: "max_preemptions"}
+#: The one monitor that follows a job holds ``observe:<job id>`` for this long, renewed every
+#: cycle; the other processes watching it show what the store says (runjob_core._leases).
+OBSERVE_LEASE_SECONDS = 120.0
+#: A monitor that only follows (another one observes) reads the store at least this often.
+FOLLOW_INTERVAL = 2.0
 
 
 @attrs.define
@@ -54,16 +60,24 @@ class CycleResult:
     changed: bool
     views: dict[str, JobView]
     finished: set[str]
+    #: Jobs another process observes: this one shows their stored state.
+    followed: set[str] = attrs.field(factory=set)
 
 
-def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
+def cycle(context: RunContext, job_ids: list[str] | None = None, *, keep_leases: bool = False) -> CycleResult:
+    """One monitoring cycle. The jobs this process observes are leased to it for the cycle
+    (``observe:<job id>``); *keep_leases* (``watch``) keeps them between cycles."""
     store = context.store
     attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
+    # One writer per job: only the holder of observe:<job id> polls it and records the answer.
+    followed = {a.job_id for a in attempts
+                if store.try_lease(f"observe:{a.job_id}", ttl=OBSERVE_LEASE_SECONDS) is not None}
+    attempts = [a for a in attempts if a.job_id not in followed]
+    changed = _finish_pending(context, job_ids)
     rows = store.job_heads([a.job_id for a in attempts])
     by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
     for attempt in attempts:
         by_cluster[rows[attempt.job_id].cluster].append(attempt)
-    changed = False
     views: dict[str, JobView] = {}
     for cluster_name, group in by_cluster.items():
         cluster = context.clusters.get(cluster_name)
@@ -100,14 +114,23 @@ def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
                 context.event(attempt.job_id, "transient", f"reading the job's files failed, will retry: {exc}",
                               attempt=attempt.n)
     finished = set()
+    for job_id in followed:
+        if job_id not in (job_ids or []):
+            row, latest = store.get_job(job_id), store.latest_attempt(job_id)
+            views[job_id] = _view(row.id, row.name, latest, row.outcome)
     for job_id in job_ids or []:
         if job_id not in views:
             row = store.get_job(job_id)
             latest = store.latest_attempt(job_id)
-            if latest is None or latest.state not in ACTIVE_STATES:
+            # Ended, unless the process observing it is still deciding what follows (a resume).
+            observer = store.lease_holder(f"observe:{job_id}")
+            pending = bool(store.pending_actions([job_id]))
+            if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
                 finished.add(job_id)
             views[job_id] = _view(row.id, row.name, latest, row.outcome)
-    return CycleResult(changed, views, finished)
+    if not keep_leases:
+        _release_observed(context)
+    return CycleResult(changed, views, finished, followed)
 
 
 def _submission(context: RunContext, attempt: AttemptRow) -> Submission:
@@ -139,13 +162,13 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     store = context.store
     changed = False
     updates: dict = {}
+    state_message = None
     if status.state != attempt.state or (status.reason or None) != (attempt.reason or None):
         updates.update(state=status.state, reason=status.reason)
         changed = True
         reason = f" ({status.reason})" if status.reason else ""
         code = f", exit code {status.exit_code}" if _telling_exit_code(status) else ""
-        context.event(attempt.job_id, "state", f"attempt {attempt.n}: {status.state}{reason}{code}",
-                      attempt=attempt.n, source=status.source, state=status.state)
+        state_message = f"attempt {attempt.n}: {status.state}{reason}{code}"
     # A job still waiting in the queue has no log or progress yet: reading them would
     # cost two remote reads per queued job per cycle for nothing.
     waiting = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
@@ -166,7 +189,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
             if isinstance(progress.get(key), int) and progress[key] != getattr(attempt, key):
                 updates[key] = progress[key]
                 changed = True
-    window = "" if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
+    window, offset = ("", None) if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
     if progress or window:
@@ -178,19 +201,57 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
                   "progress": progress, "context": context}
         # A checker that breaks is named once per attempt; monitoring and the other checkers go on.
         findings = plugins.flatten(plugins.call_each(caller, kwargs, on_error=_health_failed(context, attempt)))
-    if updates:
-        store.update_attempt(attempt.job_id, attempt.n, **updates)
+    # What this cycle learnt lands in one transaction: a full disk mid-way records none of it,
+    # and the log offset stays put, so the next cycle reads the same lines again (nothing lost).
+    with store.transaction():
+        _record_state(context, attempt, status, state_message, updates)
+        if status.terminal and "state" in updates:
+            store.mark_pending(attempt.job_id, attempt.n)  # done below; redone if this process dies first
+        if offset is not None:
+            store.set_offset(attempt.job_id, attempt.n, offset)
+        for finding in findings:
+            where = f" (log line {finding.line})" if finding.line else ""
+            context.event(attempt.job_id, "finding", f"{finding.label}: {finding.message}{where}", attempt=attempt.n,
+                          source=finding.source, label=finding.label, severity=finding.severity, action=finding.action,
+                          line=finding.line, text=finding.text)
     view = _view(attempt.job_id, row.name, store.attempt(attempt.job_id, attempt.n))
     view.total = progress.get("total") if progress else None
     views[attempt.job_id] = view
-    for finding in findings:
-        where = f" (log line {finding.line})" if finding.line else ""
-        context.event(attempt.job_id, "finding", f"{finding.label}: {finding.message}{where}", attempt=attempt.n,
-                      source=finding.source, label=finding.label, severity=finding.severity, action=finding.action,
-                      line=finding.line, text=finding.text)
-        view.findings.append(finding.label)
+    view.findings.extend(finding.label for finding in findings)
     _apply_actions(context, attempt, submission, status, findings, view)
+    if status.terminal:
+        store.clear_pending(attempt.job_id, attempt.n)
     return changed or bool(findings)
+
+
+def _finish_pending(context: RunContext, job_ids: list[str] | None) -> bool:
+    """Follow-ups (resume, retry, outcome) of attempts whose end was recorded by a monitor
+    that died before acting on it: done now, from what the store kept of that cycle."""
+    store = context.store
+    done = False
+    for job_id, n in store.pending_actions(job_ids):
+        if store.try_lease(f"observe:{job_id}", ttl=OBSERVE_LEASE_SECONDS) is not None:
+            continue  # another monitor follows this job: it does it
+        latest = store.latest_attempt(job_id)
+        if latest is not None and latest.n == n and latest.submission_json:
+            status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
+            findings = [Finding(label=e.data.get("label", ""), severity=e.data.get("severity", "info"), message=e.message,
+                                action=e.data.get("action", "continue"), source=e.source, line=e.data.get("line"),
+                                text=e.data.get("text"))
+                        for e in store.events(job_id, kinds=("finding",)) if e.attempt == n]
+            row = store.job_heads([job_id])[job_id]
+            _apply_actions(context, latest, _submission(context, latest), status, findings, _view(job_id, row.name, latest))
+            done = True
+        store.clear_pending(job_id, n)
+    return done
+
+
+def _record_state(context: RunContext, attempt: AttemptRow, status: JobStatus, message: str | None, updates: dict) -> None:
+    with context.store.transaction():
+        if message:
+            context.event(attempt.job_id, "state", message, attempt=attempt.n, source=status.source, state=status.state)
+        if updates:
+            context.store.update_attempt(attempt.job_id, attempt.n, **updates)
 
 
 def _health_failed(context: RunContext, attempt: AttemptRow):
@@ -223,19 +284,20 @@ def _read_progress(transport, submission: Submission) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _new_log_text(context: RunContext, transport, attempt: AttemptRow, submission: Submission, *, final: bool) -> str:
+def _new_log_text(context: RunContext, transport, attempt: AttemptRow, submission: Submission, *,
+                  final: bool) -> tuple[str, int | None]:
+    """The new complete log lines and the offset after them (recorded by the caller)."""
     store = context.store
     offset = store.offset(attempt.job_id, attempt.n)
     data = transport.read_from(submission.log_path, offset, MAX_WINDOW_BYTES)
     if not data:
-        return ""
+        return "", None
     if not final or len(data) == MAX_WINDOW_BYTES:
         cut = data.rfind(b"\n")
         if cut == -1:
-            return ""  # a partial line: wait for the rest
+            return "", None  # a partial line: wait for the rest
         data = data[: cut + 1]
-    store.set_offset(attempt.job_id, attempt.n, offset + len(data))
-    return data.decode("utf-8", "replace")
+    return data.decode("utf-8", "replace"), offset + len(data)
 
 
 def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submission, status: JobStatus,
@@ -320,7 +382,7 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
     source = f"checkpoint {plan.checkpoint}" if plan.checkpoint else "its results so far"
     context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
     try:
-        lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env))
+        lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=attempt.n)
     except RunjobError as exc:
         context.event(row.id, "resume_failed", f"resubmission failed: {exc}", attempt=attempt.n)
         return
@@ -357,7 +419,8 @@ def _maybe_retry(context: RunContext, row, attempt: AttemptRow, status: JobStatu
     context.event(row.id, "resuming", f"Job failed with a transient error ({labels}). Retrying from "
                   f"{plan.checkpoint or 'its results so far'}.", attempt=attempt.n)
     try:
-        lifecycle.resubmit(context, row, resume_from=plan.checkpoint if plan else None, resume_env=dict(plan.env) if plan else {})
+        lifecycle.resubmit(context, row, resume_from=plan.checkpoint if plan else None, resume_env=dict(plan.env) if plan else {},
+                           after=attempt.n)
     except RunjobError as exc:
         context.event(row.id, "resume_failed", f"resubmission failed: {exc}", attempt=attempt.n)
         return
@@ -384,13 +447,40 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
           max_interval: float = 30.0, on_cycle: Callable[[CycleResult], None] | None = None) -> CycleResult:
     """Cycle until every job in *job_ids* has ended (resumes included); back off while idle."""
     interval = min_interval
-    while True:
-        result = cycle(context, job_ids)
-        if on_cycle is not None:
-            on_cycle(result)
-        if once or (job_ids and result.finished >= set(job_ids)):
-            return result
-        if not job_ids and not context.store.active_attempts():
-            return result
-        interval = min_interval if result.changed else min(max_interval, interval * 1.5)
-        time.sleep(interval)
+    try:
+        while True:
+            try:
+                result = cycle(context, job_ids, keep_leases=True)
+            except StoreFullError as exc:
+                # Transient: the cycle's writes were rolled back whole; the same cycle runs again.
+                _warn(context, f"{exc}; retrying in {max_interval:.0f} s")
+                time.sleep(max_interval)
+                continue
+            if on_cycle is not None:
+                on_cycle(result)
+            if once or (job_ids and result.finished >= set(job_ids)):
+                return result
+            if not job_ids and not context.store.active_attempts():
+                return result
+            interval = min_interval if result.changed else min(max_interval, interval * 1.5)
+            if result.followed:
+                interval = min(interval, FOLLOW_INTERVAL)
+            time.sleep(interval)
+    finally:
+        _release_observed(context)
+
+
+def _release_observed(context: RunContext) -> None:
+    """Done with these jobs: another monitor may take them over at once."""
+    for key in [k for k in context.store._leases_held if k.startswith("observe:")]:
+        try:
+            context.store.release_lease(key)
+        except StoreError:
+            pass  # a full or read-only store: the lease frees itself when this process ends
+
+
+def _warn(context: RunContext, message: str) -> None:
+    """A warning that cannot go to the store (it is full): straight to the user."""
+    import sys
+
+    print(f"warning: {message}", file=sys.stderr, flush=True)

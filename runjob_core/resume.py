@@ -36,5 +36,10 @@ def warnings(row, latest, plan: ResumePlan) -> list[str]:
     return out
 
 
-def resubmit(context, row, plan: ResumePlan) -> Submission:
-    return lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env))
+def resubmit(context, row, plan: ResumePlan, *, after: int | None = None) -> Submission:
+    """Attempt n+1 from *plan*; *after* is the attempt the plan was made from: if another runjob
+    process resubmitted meanwhile, nothing is submitted twice."""
+    submission = lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=after)
+    if submission is None:
+        raise RunjobError(f"job {row.id} was resubmitted by another runjob process meanwhile; see runjob status {row.id}")
+    return submission

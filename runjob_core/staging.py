@@ -4,12 +4,14 @@ Layout on the cluster (``<scratch>`` is the cluster's ``scratch_path``; for the 
 cluster ``.runjob/scratch``)::
 
     <scratch>/jobs/<name>/work/         the synced workdir (remote clusters; cwd of the job)
-    <scratch>/jobs/<name>/<runjob id>/  run.sh, params.json, progress.json, lib/, results/, checkpoints/
+    <scratch>/jobs/<name>/<runjob id>/  run.<attempt>.sh, params.json, progress.json, lib/, results/, checkpoints/
     <scratch>/logs/<name>.<runjob id>.<attempt>.out
     <scratch>/cache/                    HF, torch, vLLM, pip caches
 
 Each runjob job gets its own folder, so a fresh run never inherits old results, while
-the attempts of one job share it, so a resumed attempt continues the same results.
+the attempts of one job share it, so a resumed attempt continues the same results. Each
+attempt has its own script (``run.<attempt>.sh``) and log: a resubmission never overwrites
+the script of a job still waiting in the queue.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import importlib.resources
 import json
 import os
 from pathlib import Path
+
+import attrs
 
 from runjob_core.errors import RunjobError
 from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
@@ -79,6 +83,7 @@ def layout_for(
         log_path=_join(scratch, "logs", f"{job.name}.{job_id}.{attempt}.out"),
         lib_dir=_join(job_dir, "lib"),
         cache_dir=_join(scratch, "cache"),
+        script_path=_join(job_dir, f"run.{attempt}.sh"),
     )
 
 
@@ -105,6 +110,20 @@ def job_side_files() -> dict[str, tuple[str, int]]:
         if entry.name.endswith(".py"):
             files[f"lib/runjob_core/job/{entry.name}"] = (entry.read_text(), 0o644)
     return files
+
+
+def script_name(layout: Layout, rendered: Rendered) -> str:
+    """The script's file name in the job folder: the attempt's own, when the layout has one."""
+    return layout.script_path.rsplit("/", 1)[1] if layout.script_path else rendered.script_name
+
+
+def per_attempt(rendered: Rendered, layout: Layout) -> Rendered:
+    """*rendered* named as its attempt's own script (``run.<n>.sh``) unless the backend chose
+    a name: every backend submits ``rendered.script_name``, and a resubmission never
+    overwrites the script a queued job will run."""
+    if rendered.script_name != "run.sh" or not layout.script_path:
+        return rendered
+    return attrs.evolve(rendered, script_name=script_name(layout, rendered))
 
 
 def _ignore_patterns(root: Path) -> list[str]:

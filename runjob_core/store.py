@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runjob_core import _leases, _store_faults
 from runjob_core.errors import JobNotFoundError, RunjobError
 from runjob_core.redact import redact
 
@@ -89,10 +90,20 @@ CREATE TABLE IF NOT EXISTS artifacts(
 );
 """
 
+#: An attempt whose end was recorded and whose follow-up (resume, retry, outcome) is not yet
+#: done: a monitor killed in between finds it here and does it (see runjob_core.monitor).
+_PENDING_ACTIONS = """
+CREATE TABLE IF NOT EXISTS pending_actions(
+    job_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY(job_id, n)
+)
+"""
+
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -111,6 +122,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("CREATE TABLE IF NOT EXISTS metrics(job_id TEXT NOT NULL, attempt INTEGER NOT NULL, series TEXT NOT NULL,"
         " step REAL, ts REAL, value REAL NOT NULL, source TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step, ts, value)"),
+    # 4: leases (one writer per job) and the follow-ups a killed monitor left (runjob_core._leases).
+    3: (_leases.SCHEMA, _PENDING_ACTIONS),
 }
 #: Points kept per job, attempt and metric series: past this, every other point is dropped
 #: (first and last kept), so a long run keeps its shape in a bounded table.
@@ -264,13 +277,20 @@ class Store:
     """One SQLite database; cheap to open, safe to share between processes (WAL)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        #: Who this store's leases belong to (host, pid, start time): see :mod:`runjob_core._leases`.
+        self.owner = _leases.make_owner()
+        self._leases_held: set[str] = set()
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_store_faults.Connection)
+        except (OSError, sqlite3.Error) as exc:
+            raise _store_faults.translate(exc, path) from None
+        self._db.store_path = path
+        self._db.row_factory = sqlite3.Row
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
         except BaseException:
             self._db.close()
@@ -310,7 +330,8 @@ class Store:
                 self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
 
     @classmethod
@@ -318,7 +339,34 @@ class Store:
         return cls(state_dir() / "state.db")
 
     def close(self) -> None:
+        if self._leases_held:
+            try:
+                _leases.release_all(self._db, self.owner)
+            except _store_faults.StoreError:
+                pass  # a full or read-only store: the leases expire, and a dead owner frees them at once
         self._db.close()
+
+    # ------------------------------------------------------------------ leases (one writer per job)
+
+    def claim(self, key: str, *, ttl: float = _leases.DEFAULT_TTL, wait: float | None = None) -> _leases.Lease:
+        """``with store.claim(key):``: wait (at most *wait* seconds; None: as long as it takes)
+        until no other live process holds *key*, hold it for the block, then free it."""
+        return _leases.Lease(self, key, ttl=ttl, wait=wait)
+
+    def try_lease(self, key: str, *, ttl: float = _leases.DEFAULT_TTL) -> str | None:
+        """Take or renew *key* without waiting: None when this store holds it now, else the
+        owner that does (an expired lease, or one whose process is gone, is taken over)."""
+        other = _leases.try_take(self._db, key, self.owner, ttl)
+        if other is None:
+            self._leases_held.add(key)
+        return other
+
+    def release_lease(self, key: str) -> None:
+        _leases.release(self._db, key, self.owner)
+        self._leases_held.discard(key)
+
+    def lease_holder(self, key: str) -> str | None:
+        return _leases.holder(self._db, key)
 
     # ------------------------------------------------------------------ jobs
 
@@ -381,6 +429,8 @@ class Store:
     def set_job(self, job_id: str, **fields: Any) -> None:
         allowed = {"state", "outcome", "script"}
         assert set(fields) <= allowed, fields
+        if fields.get("outcome"):
+            fields["outcome"] = redact(fields["outcome"])  # often a line the job printed
         assignments = ", ".join(f"{k} = ?" for k in fields)
         self._db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*fields.values(), job_id))
 
@@ -413,6 +463,8 @@ class Store:
         assert set(fields) <= allowed, fields
         if not fields:
             return
+        if fields.get("reason"):
+            fields["reason"] = redact(fields["reason"])
         assignments = ", ".join(f"{k} = ?" for k in fields)
         with self._transaction():
             self._db.execute(f"UPDATE attempts SET {assignments} WHERE job_id = ? AND n = ?", (*fields.values(), job_id, n))
@@ -447,6 +499,40 @@ class Store:
             " ORDER BY j.created_at DESC LIMIT 1",
             (name, spec_hash, kind),
         ).fetchone()
+        return _make(AttemptRow, row) if row else None
+
+    def find_uncollected(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
+        """The latest attempt of the latest job with this spec if it COMPLETED and its results
+        were never collected (runjob was stopped between the end and collect)."""
+        row = self._db.execute(
+            "SELECT a.* FROM jobs j JOIN attempts a ON a.job_id = j.id"
+            " AND a.n = (SELECT MAX(n) FROM attempts WHERE job_id = j.id)"
+            " WHERE j.name = ? AND j.spec_hash = ? AND j.kind = ?"
+            " ORDER BY j.created_at DESC, j.rowid DESC LIMIT 1",
+            (name, spec_hash, kind),
+        ).fetchone()
+        if row is None or row["state"] != "COMPLETED":
+            return None
+        collected = self._db.execute("SELECT 1 FROM events WHERE job_id = ? AND kind IN ('collected', 'collect_failed')"
+                                     " LIMIT 1", (row["job_id"],)).fetchone()
+        return None if collected else _make(AttemptRow, row)
+
+    def mark_pending(self, job_id: str, n: int) -> None:
+        self._db.execute("INSERT OR IGNORE INTO pending_actions(job_id, n) VALUES (?,?)", (job_id, n))
+
+    def clear_pending(self, job_id: str, n: int) -> None:
+        self._db.execute("DELETE FROM pending_actions WHERE job_id = ? AND n = ?", (job_id, n))
+
+    def pending_actions(self, job_ids: list[str] | None = None) -> list[tuple[str, int]]:
+        rows = self._db.execute("SELECT job_id, n FROM pending_actions ORDER BY job_id, n").fetchall()
+        return [(r[0], r[1]) for r in rows if job_ids is None or r[0] in job_ids]
+
+    def find_pending(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
+        """The ended attempt of a job with this spec whose follow-up (a resume) is not done yet."""
+        row = self._db.execute(
+            "SELECT a.* FROM pending_actions p JOIN attempts a ON a.job_id = p.job_id AND a.n = p.n"
+            " JOIN jobs j ON j.id = a.job_id WHERE j.name = ? AND j.spec_hash = ? AND j.kind = ?"
+            " ORDER BY j.created_at DESC LIMIT 1", (name, spec_hash, kind)).fetchone()
         return _make(AttemptRow, row) if row else None
 
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
@@ -567,14 +653,27 @@ class Store:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
 
+    def transaction(self) -> _Transaction:
+        """``with store.transaction():`` the writes in the block land together or not at all
+        (a full disk mid-way loses nothing: the block is done again). Re-entrant."""
+        return _Transaction(self._db)
+
 
 class _Transaction:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self._outer = False
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._outer = not self._db.in_transaction
+        if self._outer:
+            self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if not self._outer:
+            return
+        if exc_type is None:
+            self._db.execute("COMMIT")
+        elif self._db.in_transaction:
+            self._db.execute("ROLLBACK")
 

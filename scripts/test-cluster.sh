@@ -7,6 +7,7 @@
 #   scripts/test-cluster.sh down    stop the daemons THIS script started (by pid), remove stale pidfiles
 #   scripts/test-cluster.sh status  one line per component; exit 0 only if all are up
 #   scripts/test-cluster.sh env     print $RUNJOB_TEST_DIR/cluster.env (what the test suite reads)
+#   scripts/test-cluster.sh restart slurmctld|sshd   stop and start one daemon at once (the chaos tests)
 #
 # Exit codes: 0 ok, 1 failure, 2 usage, 3 "cannot run here" (not root / no apt): the test suite skips
 # the SLURM tier on 3 (but never on CI).
@@ -559,10 +560,32 @@ EOF
   log "ALL UP in $(elapsed)s; test settings in $ENV_FILE"
 }
 
+# ------------------------------------------------------------------ restart (chaos tests)
+# restart slurmctld|sshd: stop the running daemon and start it again at once, as an admin's restart
+# would. slurmctld keeps its jobs (StateSaveLocation) and slurmd keeps running them; sshd's open
+# sessions survive. The daemon is away for a second or two; everyone else's commands retry.
+daemon_gone() { ! pid_alive "$1" "$2"; }
+cmd_restart() {
+  need_root
+  local c=${1:-} pid
+  case $c in slurmctld|sshd) ;; *) echo "usage: $0 restart slurmctld|sshd" >&2; exit 2 ;; esac
+  pid=$(daemon_pid "$c") || die "$c is not running (run: $0 up)"
+  kill -TERM "$pid"
+  must_wait 20 "$c (pid $pid) to stop" daemon_gone "$pid" "$c"
+  case $c in
+    slurmctld) /usr/sbin/slurmctld </dev/null >/dev/null 2>&1 ;;
+    sshd) install -d -m 0755 /run/sshd; /usr/sbin/sshd -f "$SSHD_CONFIG" -E /var/log/sshd-runjob.log </dev/null >/dev/null 2>&1 ;;
+  esac
+  must_wait 30 "$c to answer again" healthy "$c"
+  [ -s "$PID_DIR/$c.pid" ] && record_pid "$c"
+  log "$c restarted (pid $pid -> $(daemon_pid "$c"))"
+}
+
 case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 up|down|status|env   (state dir: \$RUNJOB_TEST_DIR, default /var/lib/runjob-test)" >&2; exit 2 ;;
+  restart) shift; cmd_restart "$@" ;;
+  *) echo "usage: $0 up|down|status|env|restart slurmctld|sshd   (state dir: \$RUNJOB_TEST_DIR, default /var/lib/runjob-test)" >&2; exit 2 ;;
 esac

@@ -49,7 +49,7 @@ def test_run_hello_end_to_end(project):
     rows = [json.loads(line) for line in (project / "results" / "hello" / "results.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == list(range(20))
     assert "Report: hello" in result.stdout and "Samples" in result.stdout and "Anomalies" in result.stdout
-    events = [json.loads(line) for line in runjob("events", "hello", "--json", cwd=project, check=0).stdout.splitlines()]
+    events = json.loads(runjob("events", "hello", "--json", cwd=project, check=0).stdout)
     assert [e["kind"] for e in events if e["kind"] in ("created", "submitted", "collected")] == ["created", "submitted", "collected"]
     report = json.loads(runjob("report", "hello", "--json", cwd=project, check=0).stdout)
     assert report["results"]["rows"] == 20 and report["job"]["state"] == "COMPLETED" and len(report["samples"]) == 3

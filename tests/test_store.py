@@ -149,7 +149,7 @@ def test_a_schema_2_database_gains_the_metrics_table_and_keeps_its_rows(tmp_path
         assert reopened.metrics(job) == [(1, "loss", 1.0, 0.0, 2.5)]
     finally:
         reopened.close()
-    assert user_version(path) == store_module.SCHEMA_VERSION == 3
+    assert user_version(path) == store_module.SCHEMA_VERSION >= 3
 
 
 def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(tmp_path, monkeypatch):
@@ -203,3 +203,25 @@ def test_a_database_of_a_newer_runjob_is_used_only_if_it_says_so(tmp_path, oldes
         with pytest.raises(RunjobError, match=r"state.db was written by a newer runjob .*upgrade runjob"):
             Store(path)
     assert user_version(path) == 9  # never downgraded
+
+
+def test_a_schema_3_database_gains_the_lease_tables_and_keeps_its_rows(tmp_path):
+    from runjob_core import store as store_module
+
+    path = tmp_path / "state.db"
+    old = Store(path)
+    job = make_job(old)
+    old._db.execute("DROP TABLE leases")
+    old._db.execute("DROP TABLE pending_actions")
+    old._db.execute("PRAGMA user_version = 3")  # as the runjob before one-writer leases left it
+    old.close()
+    reopened = Store(path)
+    try:
+        assert reopened.get_job(job).name == "exp"
+        with reopened.claim(f"submit:{job}"):
+            assert reopened.lease_holder(f"submit:{job}") == reopened.owner
+        reopened.mark_pending(job, 1)
+        assert reopened.pending_actions() == [(job, 1)]
+    finally:
+        reopened.close()
+    assert user_version(path) == store_module.SCHEMA_VERSION == 4

@@ -23,8 +23,10 @@ _EVENT_COLOURS = {"rejected": "red", "submit_failed": "red", "collect_failed": "
                   "resume_failed": "red", "finding": "yellow", "resuming": "cyan", "submitted": "green", "collected": "green"}
 
 
-def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = ()):
-    """An on_event callback: JSON lines on stdout, or readable lines on stderr.
+def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = (), events_on_stdout: bool = False):
+    """An on_event callback: JSON lines with --json, else readable lines; on stderr, so that
+    stdout carries only the command's document (``watch --json``, whose output is the events
+    themselves, passes *events_on_stdout*).
 
     Plain click styling, not rich: this runs on the submit path, where every import counts.
     """
@@ -32,7 +34,7 @@ def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = ()):
         if event.kind in quiet_kinds:
             return
         if as_json:
-            click.echo(json.dumps(event.to_json(), default=str))
+            click.echo(json.dumps(event.to_json(), default=str), err=not events_on_stdout)
             return
         colour = _EVENT_COLOURS.get(event.kind)
         if event.kind == "finding" and event.data.get("severity") == "error":
@@ -49,10 +51,12 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), clusters: Path | None = None):
+def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), clusters: Path | None = None,
+                 events_on_stdout: bool = False):
     from runjob_core import lifecycle
 
-    return lifecycle.open_context(clusters_path=clusters, on_event=event_printer(as_json, quiet_kinds=quiet_kinds))
+    printer = event_printer(as_json, quiet_kinds=quiet_kinds, events_on_stdout=events_on_stdout)
+    return lifecycle.open_context(clusters_path=clusters, on_event=printer)
 
 
 def load_job(path: str):

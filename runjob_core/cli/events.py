@@ -13,11 +13,12 @@ from runjob_core.cli._common import open_context
 @click.command("events")
 @click.argument("job", required=False)
 @click.option("--kind", "kinds", multiple=True, help="Only events of this kind (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: the list of events.")
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="One JSON object per line (for streaming tools).")
 @click.option("--md", "as_md", is_flag=True, help="The Markdown activity log of artifact steps (.runjob/activity.md).")
-def command(job: str | None, kinds: tuple[str, ...], as_json: bool, as_md: bool) -> None:
+def command(job: str | None, kinds: tuple[str, ...], as_json: bool, as_jsonl: bool, as_md: bool) -> None:
     """Show the activity log of JOB (id or name), or of every job."""
-    context = open_context(as_json)
+    context = open_context(as_json or as_jsonl)
     try:
         if as_md:
             from runjob_core.reporting import activity
@@ -30,8 +31,12 @@ def command(job: str | None, kinds: tuple[str, ...], as_json: bool, as_md: bool)
             click.echo(text or f"no artifact steps recorded yet in {activity.path_for(context.state_dir)}", nl=not text)
             return
         job_id = context.store.find_job(job).id if job else None
-        for event in context.store.events(job_id, kinds=kinds):
-            if as_json:
+        events = context.store.events(job_id, kinds=kinds)
+        if as_json:
+            click.echo(json.dumps([event.to_json() for event in events], indent=2, default=str))
+            return
+        for event in events:
+            if as_jsonl:
                 click.echo(json.dumps(event.to_json(), default=str))
             else:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))

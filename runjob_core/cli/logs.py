@@ -14,7 +14,8 @@ from runjob_core.cli._common import open_context
 @click.argument("job")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the job ends.")
 @click.option("-a", "--attempt", type=int, help="Attempt number (default: the latest).")
-def command(job: str, follow: bool, attempt: int | None) -> None:
+@click.option("--raw", is_flag=True, help="The bytes as the job wrote them: no redaction of tokens.")
+def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
     """Print the log of JOB (id or name)."""
     from runjob_core.models import ACTIVE_STATES
     from runjob_core.errors import RunjobError
@@ -28,11 +29,11 @@ def command(job: str, follow: bool, attempt: int | None) -> None:
         submission = chosen.submission
         transport = context.transport_for(submission)
         offset, delay = 0, 0.5
+        out = _Writer(raw)
         while True:
             data = transport.read_from(submission.log_path, offset, 4 << 20)
             if data:
-                sys.stdout.buffer.write(data)
-                sys.stdout.flush()
+                out.write(data)
                 offset += len(data)
                 delay = 0.5
                 continue
@@ -48,5 +49,37 @@ def command(job: str, follow: bool, attempt: int | None) -> None:
                     break
             time.sleep(delay)
             delay = min(delay * 1.5, 5.0)
+        out.flush()
     finally:
         context.close()
+
+
+class _Writer:
+    """Log bytes to stdout, tokens and secret values redacted line by line (unless raw)."""
+
+    def __init__(self, raw: bool) -> None:
+        self.raw, self.pending = raw, b""
+
+    def write(self, data: bytes) -> None:
+        if self.raw:
+            sys.stdout.buffer.write(data)
+        else:
+            data, cut = self.pending + data, None
+            cut = data.rfind(b"\n")
+            if cut == -1:
+                self.pending = data
+                return
+            self.pending = data[cut + 1:]
+            self._emit(data[:cut + 1])
+        sys.stdout.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self._emit(self.pending)
+            self.pending = b""
+        sys.stdout.flush()
+
+    def _emit(self, data: bytes) -> None:
+        from runjob_core.redact import redact
+
+        sys.stdout.buffer.write(redact(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))

@@ -28,7 +28,7 @@ def command(job: str, yes: bool, as_json: bool) -> None:
                 click.secho(f"warning: {warning}", fg="yellow")
         if not yes and not click.confirm("Resubmit?", default=False):
             raise RefusedError("not resubmitted")
-        submission = resume.resubmit(context, row, plan)
+        submission = resume.resubmit(context, row, plan, after=latest.n)
     finally:
         context.close()
     if as_json:

@@ -20,7 +20,7 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
     from runjob_core import monitor
     from runjob_core.cli import _show
 
-    context = open_context(as_json)
+    context = open_context(as_json, events_on_stdout=True)
     try:
         job_ids = [context.store.find_job(ref).id for ref in jobs]
         if not job_ids:

@@ -18,9 +18,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DEFAULT_ENDPOINT", "IncrementalUploader", "after_last_newline", "describe_hub_error", "resolve_token", "scrub"]
+__all__ = ["DEFAULT_ENDPOINT", "IncrementalUploader", "after_last_newline", "describe_hub_error", "hub_endpoint",
+           "resolve_token", "scrub"]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def hub_endpoint(endpoint: str | None = None) -> str:
+    """The Hub to talk to: *endpoint* (upload.endpoint, --endpoint), else ``HF_ENDPOINT`` as it
+    is when the command runs, else huggingface.co. Passed explicitly to every Hub call."""
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 
 
@@ -173,7 +180,7 @@ class IncrementalUploader:
     ) -> None:
         self.path = Path(path)
         self.repo_id = repo_id
-        self.endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+        self.endpoint = hub_endpoint(endpoint)
         self._token = token
         self.every_seconds = every_seconds
         self.every_rows = every_rows

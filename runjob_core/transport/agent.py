@@ -120,6 +120,15 @@ class AgentTransport(Transport):
         return sock
 
     def _start(self) -> socket.socket:
+        import fcntl
+
+        # Commands started at the same instant all find no agent: the first to take the
+        # lock starts one, the others wait for the lock and then use that one.
+        with open(self._path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._dial() or self._spawn()
+
+    def _spawn(self) -> socket.socket:
         from runjob_core.transport import execute
 
         error_file = self._path.with_suffix(".error")

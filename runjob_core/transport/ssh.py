@@ -260,7 +260,10 @@ class SSHTransport(Transport):
             os.utime(tmp, (attrs.st_atime, attrs.st_mtime))
             tmp.replace(local)
 
-        self._with_retry(operation)
+        try:
+            self._with_retry(operation)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed download leaves no partial file behind
 
     def stat(self, path: str) -> FileInfo | None:
         def operation() -> FileInfo | None:
@@ -285,14 +288,14 @@ class SSHTransport(Transport):
         return self._with_retry(operation)
 
     def listdir_recursive(self, path: str) -> list[FileInfo]:
-        # One `find` instead of a round trip per directory.
-        result = self.run(["find", path, "-type", "f", "-printf", "%P\\t%s\\t%T@\\n"])
+        # One `find` instead of a round trip per directory. NUL-separated: a file name may hold
+        # newlines and tabs (never a NUL). A name that is not UTF-8 arrives with U+FFFD in it.
+        result = self.run(["find", path, "-type", "f", "-printf", "%P\\0%s\\0%T@\\0"])
         if not result.ok:
             return []
+        fields = result.stdout.split("\0")
         files = []
-        for line in result.stdout.splitlines():
-            rel, _, rest = line.partition("\t")
-            size, _, mtime = rest.partition("\t")
+        for rel, size, mtime in zip(fields[0::3], fields[1::3], fields[2::3]):
             if rel and size.isdigit():
                 files.append(FileInfo(rel, int(size), float(mtime or 0)))
         return files

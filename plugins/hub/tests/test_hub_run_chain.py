@@ -37,7 +37,7 @@ def test_run_publishes_verifies_and_validates(runjob_home, hub, h, tmp_path):
     assert "results.jsonl" in files and "README.md" in files
     card = hub.read("tester/hello-results", "README.md").decode()
     assert "the toy model's answer" in card and "questions" in card
-    events = [json.loads(line) for line in run(["events", "hello", "--json"], runjob_home, h.token, tmp_path / "hf").stdout.splitlines()]
+    events = json.loads(run(["events", "hello", "--json"], runjob_home, h.token, tmp_path / "hf").stdout)
     hub_events = [e for e in events if e["kind"] == "artifact" and e["data"].get("artifact") == "hub"]
     assert hub_events and hub_events[0]["data"]["rows"] == 20 and hub_events[0]["data"]["revision"]
     assert any(e["data"].get("artifact") == "verified" for e in events if e["kind"] == "artifact")
@@ -92,8 +92,7 @@ def test_incremental_upload_during_a_running_local_job(runjob_home, hub, h, tmp_
 def test_results_event_for_dashboards(runjob_home, hub, h, tmp_path):
     setup_job(runjob_home, hub.url)
     assert run(["run", "hello.yaml", "--yes"], runjob_home, h.token, tmp_path / "hf").returncode == 0
-    events = [json.loads(line) for line in run(["events", "hello", "--json", "--kind", "results"], runjob_home, h.token,
-                                                tmp_path / "hf").stdout.splitlines()]
+    events = json.loads(run(["events", "hello", "--json", "--kind", "results"], runjob_home, h.token, tmp_path / "hf").stdout)
     [event] = events
     data = event["data"]
     assert data["rows"] == 20 and data["hub_url"].endswith("tester/hello-results") and data["hub_revision"]

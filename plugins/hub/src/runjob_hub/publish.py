@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from runjob_hub.validate import ValidationReport
 
-from runjob_core.job.hub import DEFAULT_ENDPOINT, describe_hub_error, resolve_token, scrub
+from runjob_core.job.hub import DEFAULT_ENDPOINT, describe_hub_error, hub_endpoint, resolve_token, scrub
 
 __all__ = [
     "CardInfo", "DEFAULT_ENDPOINT", "PublishResult", "VerifyResult", "publish_results", "render_card", "resolve_token",
@@ -357,7 +357,7 @@ def publish_results(
         raise RunjobError(f"results folder not found: {folder}")
     if not isinstance(card, rec["CardInfo"]):
         raise TypeError("card must be a CardInfo")
-    endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    endpoint = hub_endpoint(endpoint)
     hf = _import_hub()
     tok = _need_token(token, endpoint, repo_id)
     found = _find_files(folder, files)
@@ -449,7 +449,7 @@ def verify_published(
     :class:`RunjobError` if the file cannot be downloaded.
     """
     rec = _define_records()
-    endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    endpoint = hub_endpoint(endpoint)
     hf = _import_hub()
     tok = resolve_token(token)
     with tempfile.TemporaryDirectory(prefix="runjob-verify-") as tmp:

@@ -56,7 +56,7 @@ def _process_start_time(pid: int) -> str | None:
 
 def submit(job, attempt, rendered, cluster, context) -> Submission:
     layout = attempt.layout
-    script = f"{layout.job_dir}/{rendered.script_name}"
+    script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
     exit_file = f"{layout.job_dir}/exit.{attempt.n}"
     cancel_file = f"{layout.job_dir}/cancelled.{attempt.n}"
     for stale in (exit_file, cancel_file):
@@ -179,11 +179,16 @@ def collect(submission: Submission, dest: Path) -> list[Artifact]:
     source = Path(submission.results_dir)
     if not source.is_dir():
         return []
-    copied, rows = 0, 0
+    from runjob_core import collecting
+
+    copied, rows, problems = 0, 0, []
     for path in sorted(source.rglob("*")):
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():
             continue
-        target = dest / path.relative_to(source)
+        target, why = collecting.destination(dest, path.relative_to(source).as_posix())
+        if target is None:
+            problems.append(collecting.skipped(path.relative_to(source).as_posix(), why, SOURCE))
+            continue
         st = path.stat()
         if not (target.exists() and target.stat().st_size == st.st_size and target.stat().st_mtime >= st.st_mtime):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -192,9 +197,10 @@ def collect(submission: Submission, dest: Path) -> list[Artifact]:
         if path.suffix == ".jsonl":
             with open(path, "rb") as handle:
                 rows += sum(1 for line in handle if line.strip())
-    files = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()]
+    files = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file() and not p.is_symlink()]
+    files = [f for f in files if collecting.destination(dest, f)[0] is not None]
     if not files:
-        return []
+        return problems
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": files, "copied": copied, "from": str(source)})]
+                     data={"files": files, "copied": copied, "from": str(source)}), *problems]
 

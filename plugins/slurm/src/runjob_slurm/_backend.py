@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from runjob_core.errors import BackendError, TransportError
+from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission
 from runjob_slurm import _diagnose, _parse
@@ -32,7 +32,7 @@ def _user(transport, cluster, context) -> str:
 
 
 def submit(job, attempt, rendered, cluster, transport) -> Submission:
-    script = f"{attempt.layout.job_dir}/{rendered.script_name}"
+    script = attempt.layout.script_path or f"{attempt.layout.job_dir}/{rendered.script_name}"
     argv = ["sbatch", "--parsable", "--chdir", attempt.layout.job_dir, script]
     result = transport.run(argv, idempotent=False)
     if not result.ok:
@@ -120,15 +120,45 @@ def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[s
     return statuses
 
 
+#: Asking the scheduler during a reattach: tries and the pause between them. A scheduler
+#: that cannot be asked is never taken for "the job is not there" (that would submit twice).
+REATTACH_TRIES = 5
+REATTACH_PAUSE = 3.0
+
+
 def reattach(attempt, cluster, context) -> Submission | None:
+    """The job submitted for *tag* before runjob was stopped: in the queue by its comment,
+    else in accounting (a job that ended and left squeue after MinJobAge) by its name and
+    its attempt's own script, within the attempt's time window."""
     tag = attempt.tag
     transport = context.transport(cluster)
-    queue = transport.run(_parse.squeue_argv(_user(transport, cluster, context)))
-    job_id = _parse.find_by_comment(_parse.parse_squeue(queue.stdout), tag) if queue.ok else None
+    user = _user(transport, cluster, context)
+    queue = _ask(transport, cluster, _parse.squeue_argv(user))
+    job_id = _parse.find_by_comment(_parse.parse_squeue(queue), tag)
+    if job_id is None:
+        job_id = _find_in_accounting(transport, cluster, user, attempt)
     if job_id is None:
         return None
     return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
-                              extra={"script": f"{attempt.layout.job_dir}/run.sh", "reattached": "1"})
+                              extra={"script": attempt.layout.script_path, "reattached": "1"})
+
+
+def _ask(transport, cluster, argv: list[str]) -> str:
+    for tries in range(1, REATTACH_TRIES + 1):
+        result = transport.run(argv)
+        if result.ok:
+            return result.stdout
+        if tries < REATTACH_TRIES:
+            time.sleep(REATTACH_PAUSE)
+    raise TransportError(f"cannot ask SLURM on {cluster.name} whether the job was already submitted ({argv[0] if argv[0] != 'env' else argv[2]} "
+                         f"exit {result.returncode}: {result.stderr.strip()}); nothing was submitted: run the same command "
+                         "again when the scheduler answers")
+
+
+def _find_in_accounting(transport, cluster, user: str, attempt) -> str | None:
+    since = _parse.attempt_window_start(attempt.job_id)
+    stdout = _ask(transport, cluster, _parse.sacct_reattach_argv(user, since))
+    return _parse.find_by_script(stdout, attempt.layout.script_path)
 
 
 def cancel(submissions, cluster, context) -> list[str]:
@@ -141,28 +171,35 @@ def cancel(submissions, cluster, context) -> list[str]:
 
 
 def collect(submission: Submission, dest: Path, context, job=None) -> list[Artifact]:
-    """Download the job's results folder into *dest*, only files that changed; add what the
-    job measured (``memory`` artifact) when its log or sacct says."""
+    """Download the job's results folder into *dest*, only files that changed (every file
+    lands inside *dest* or is skipped with a finding: :mod:`runjob_core.collecting`); add
+    what the job measured (``memory`` artifact) when its log or sacct says."""
+    from runjob_core import collecting
+
     cluster = context.clusters[submission.cluster]
     transport = context.transport(cluster)
     remote = transport.listdir_recursive(submission.results_dir)
-    copied, rows = 0, 0
+    copied, rows, kept, problems = 0, 0, [], []
     for info in remote:
-        target = dest / info.path
-        if target.exists() and target.stat().st_size == info.size and int(target.stat().st_mtime) >= int(info.mtime):
-            pass
-        else:
-            transport.get_file(f"{submission.results_dir.rstrip('/')}/{info.path}", target)
+        target, why = collecting.destination(dest, info.path)
+        if target is None:
+            problems.append(collecting.skipped(info.path, why, SOURCE))
+            continue
+        if not (target.exists() and target.stat().st_size == info.size and int(target.stat().st_mtime) >= int(info.mtime)):
+            try:
+                transport.get_file(f"{submission.results_dir.rstrip('/')}/{info.path}", target)
+            except (OSError, RunjobError) as exc:
+                problems.append(collecting.skipped(info.path, f"could not be downloaded ({exc})", SOURCE))
+                continue
             copied += 1
-        if info.path.endswith(".jsonl"):
-            with open(target, "rb") as handle:
-                rows += sum(1 for line in handle if line.strip())
+        kept.append(info.path)
+        rows += collecting.count_rows(target)
     memory = measured_memory(submission, cluster, transport, job or context.store.get_job(submission.job_id).spec)
-    if not remote:
-        return [memory] if memory else []
+    if not kept:
+        return [*problems, memory] if memory else problems
     results = Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                       data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})
-    return [results, memory] if memory else [results]
+                       data={"files": kept, "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})
+    return [results, *problems, memory] if memory else [results, *problems]
 
 
 def measured_memory(submission: Submission, cluster, transport, job) -> Artifact | None:

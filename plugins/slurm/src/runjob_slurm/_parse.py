@@ -67,6 +67,35 @@ def sacct_argv(job_ids: Iterable[str], chunk: int = SACCT_CHUNK) -> list[list[st
             for i in range(0, len(ids), chunk)]
 
 
+def sacct_reattach_argv(user: str, since: float) -> list[str]:
+    """The user's jobs submitted since *since* (epoch seconds), with their submit line (last:
+    it may hold '|'). For finding a job by its script when squeue no longer lists it."""
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+    return [*TIME_ENV, "sacct", "-X", "-n", "-P", "-u", user, "-S", start, "-o", "JobID,JobName,SubmitLine"]
+
+
+def find_by_script(sacct_output: str, script_path: str) -> str | None:
+    """The newest job whose submit line ends with *script_path* (``sacct_reattach_argv``)."""
+    found = None
+    for line in sacct_output.splitlines():
+        job_id, _, rest = line.partition("|")
+        _name, _, submit_line = rest.partition("|")
+        if script_path and submit_line.strip().endswith(" " + script_path) and job_id.isdigit():
+            if found is None or int(job_id) > int(found):
+                found = job_id
+    return found
+
+
+def attempt_window_start(runjob_id: str, slack: float = 86400.0) -> float:
+    """When the attempt's job could first have been submitted: the runjob id starts with its
+    creation time in base 36 (``rj-<seconds><hex>``); a day of slack for time zones and skew."""
+    try:
+        created = int(runjob_id.removeprefix("rj-")[:-6], 36)
+    except ValueError:
+        return time.time() - 30 * 86400
+    return created - slack
+
+
 def sacct_steps_argv(job_id: str) -> list[str]:
     """One job with its steps (``11``, ``11.batch``, ``11.0``): run only for a job that ended
     FAILED or CANCELLED, to see whether a step ran out of memory (see ``merge``)."""
