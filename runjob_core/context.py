@@ -93,3 +93,17 @@ class RunContext:
         for transport in self._transports.values():
             transport.close()
         self._transports.clear()
+
+
+def offline_context(pm: pluggy.PluginManager | None = None) -> RunContext:
+    """A context for work that touches no job and no cluster (an offline log scan, the
+    reference list): the plugins, the built-in local cluster, an in-memory store. Light on
+    purpose: ``runjob health scan`` is timed against grep."""
+    from runjob_core.config import local_cluster
+    from runjob_core.store import state_dir
+
+    if pm is None:
+        from runjob_core.plugins import get_plugin_manager
+
+        pm, _infos = get_plugin_manager()
+    return RunContext(store=Store(Path(":memory:")), pm=pm, clusters={"local": local_cluster()}, state_dir=state_dir())

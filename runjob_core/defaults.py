@@ -7,7 +7,6 @@ import json
 import attrs
 import pluggy
 
-from runjob_core import templating
 from runjob_core.models import Estimate, Rendered, ResumePlan
 
 hookimpl = pluggy.HookimplMarker("runjob")
@@ -32,6 +31,8 @@ def runjob_estimate(job, cluster, context):
 @hookimpl(trylast=True)
 def runjob_render(job, attempt, cluster, templates, context):
     """Render ``<backend>.sh.j2`` if the backend ships one, else the job's template."""
+    from runjob_core import templating  # jinja2: only when rendering, not on every command
+
     backend_template = f"{cluster.type}.sh.j2"
     try:
         templates.get_template(backend_template)

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from runjob_core import config, plugins, staging, templating
-from runjob_core.context import RunContext
+from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
     ACTIVE_STATES, Attempt, ClusterConfig, Estimate, JobSpec, JobStatus, Machine, Rendered, Submission,
@@ -33,14 +33,6 @@ def open_context(
     clusters = config.load_clusters(clusters_path, backends=plugins.backend_infos(pm))
     folder = state_dir()
     return RunContext(store=store or Store(folder / "state.db"), pm=pm, clusters=clusters, state_dir=folder, on_event=on_event)
-
-
-def offline_context(pm=None) -> RunContext:
-    """A context for work that touches no job and no cluster (an offline log scan, the
-    reference list): the plugins, the built-in local cluster, an in-memory store."""
-    if pm is None:
-        pm, _infos = plugins.get_plugin_manager()
-    return RunContext(store=Store(Path(":memory:")), pm=pm, clusters={"local": config.local_cluster()}, state_dir=state_dir())
 
 
 def cluster_for(context: RunContext, job: JobSpec) -> ClusterConfig:

@@ -21,10 +21,10 @@ def command() -> None:
 def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
     """Run every installed log checker on FILES (through runjob_check_health, as the monitor
     does); exit 1 if any error-level finding."""
-    from runjob_core import lifecycle
+    from runjob_core.context import offline_context
     from runjob_core.health_scan import scan_file
 
-    context = lifecycle.offline_context()
+    context = offline_context()
     try:
         if not context.pm.hook.runjob_check_health.get_hookimpls():
             raise click.ClickException("no health checker is installed: pip install runjob-health")
