@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import lifecycle, plugins
+from runjob_core import _cyclememo, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import (
@@ -53,46 +53,79 @@ class CycleResult:
     changed: bool
     views: dict[str, JobView]
     finished: set[str]
+    #: A job's state changed (not just new log lines): the poll cadence starts over.
+    state_changed: bool = False
 
 
-def cycle(context: RunContext, job_ids: list[str] | None = None) -> CycleResult:
+def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[str, set[str]] | None = None) -> CycleResult:
+    """One monitoring pass. *woken* (from :func:`_watch.wait_for_wakeup`) limits it to the
+    jobs the push path reported: the scheduler is polled only if one of them needs it
+    (a start or end marker), the others' new log lines are read with their last status."""
     store = context.store
-    attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
-    rows = store.job_heads([a.job_id for a in attempts])
+    attempts, rows = _cyclememo.active(context, job_ids)
     by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
     for attempt in attempts:
         by_cluster[rows[attempt.job_id].cluster].append(attempt)
     changed = False
     views: dict[str, JobView] = {}
+    seen = _cyclememo.seen(context)
+    observed: dict[str, str] = {}  # job id -> its state before this cycle
     for cluster_name, group in by_cluster.items():
         cluster = context.clusters.get(cluster_name)
         if cluster is None:
             for attempt in group:
                 context.event(attempt.job_id, "warning", f"cluster {cluster_name!r} is not in clusters.yaml; cannot poll", attempt=attempt.n)
             continue
-        submissions = [_submission(context, a) for a in group]
-        try:
-            statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
-        except TransportError as exc:
-            # Transient: the connection dropped; the transport reconnects next cycle.
-            for attempt in group:
-                context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
-            continue
-        for attempt, submission in zip(group, submissions):
-            status = statuses.get(submission.backend_job_id) or JobStatus(
-                state=LOST, source="runjob-core", reason="the backend did not report this job"
-            )
-            if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views):
+        watch = _watch.for_cluster(context, cluster)
+        pushed = watch is not None and watch.alive
+        polled = _watch.needs_poll(group, woken, seen)
+        statuses: dict[str, JobStatus] = {}
+        if polled:
+            submissions = [_submission(context, a) for a in group]
+            try:
+                statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
+            except TransportError as exc:
+                # Transient: the connection dropped; the transport reconnects next cycle.
+                for attempt in group:
+                    context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
+                continue
+            _watch.count_poll(context, woken, group)
+        for attempt in group:
+            last = seen.get((attempt.job_id, attempt.n))
+            causes = woken.get(attempt.job_id) if woken else None
+            if polled:
+                status = statuses.get(attempt.backend_job_id) or JobStatus(
+                    state=LOST, source="runjob-core", reason="the backend did not report this job"
+                )
+            elif causes:
+                status = last.status
+            else:
+                views[attempt.job_id] = last.view
+                continue
+            if not causes and _cyclememo.unchanged(last, attempt, status, pushed=pushed):
+                views[attempt.job_id] = last.view
+                continue
+            submission = _submission(context, attempt)
+            observed[attempt.job_id] = attempt.state
+            if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views,
+                        trigger=_watch.trigger(context, attempt.job_id, causes)):
                 changed = True
+            _cyclememo.remember(context, attempt, status, views[attempt.job_id])
+            _watch.track(context, watch, attempt, submission, status, causes)
+    state_changed = any(views[j].state != s for j, s in observed.items())
     finished = set()
     for job_id in job_ids or []:
-        if job_id not in views:
+        if job_id in views:
+            # Ended in this very cycle (a resubmitted job shows RESUBMITTED): no extra cycle to learn it.
+            if job_id in observed and views[job_id].state not in ACTIVE_STATES and views[job_id].state != "RESUBMITTED":
+                finished.add(job_id)
+        else:
             row = store.get_job(job_id)
             latest = store.latest_attempt(job_id)
             if latest is None or latest.state not in ACTIVE_STATES:
                 finished.add(job_id)
             views[job_id] = _view(row.id, row.name, latest, row.outcome)
-    return CycleResult(changed, views, finished)
+    return CycleResult(changed, views, finished, state_changed)
 
 
 def _submission(context: RunContext, attempt: AttemptRow) -> Submission:
@@ -112,7 +145,7 @@ def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | Non
 
 
 def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, submission: Submission, status: JobStatus,
-             views: dict[str, JobView]) -> bool:
+             views: dict[str, JobView], trigger: dict | None = None) -> bool:
     store = context.store
     changed = False
     updates: dict = {}
@@ -122,7 +155,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
         reason = f" ({status.reason})" if status.reason else ""
         code = f", exit code {status.exit_code}" if _telling_exit_code(status) else ""
         context.event(attempt.job_id, "state", f"attempt {attempt.n}: {status.state}{reason}{code}",
-                      attempt=attempt.n, source=status.source, state=status.state)
+                      attempt=attempt.n, source=status.source, state=status.state, **(trigger or {}))
     # A job still waiting in the queue has no log or progress yet: reading them would
     # cost two remote reads per queued job per cycle for nothing.
     waiting = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
@@ -327,15 +360,30 @@ def _progressed(attempts: list[AttemptRow], latest: AttemptRow) -> bool:
 
 def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_interval: float = 0.5,
           max_interval: float = 30.0, on_cycle: Callable[[CycleResult], None] | None = None) -> CycleResult:
-    """Cycle until every job in *job_ids* has ended (resumes included); back off while idle."""
+    """Cycle until every job in *job_ids* has ended (resumes included).
+
+    Between full polls the monitor sleeps in :func:`_watch.wait_for_wakeup`: the push path
+    wakes it for the jobs whose markers or logs changed. While a watcher is alive the full
+    poll backs off to *max_interval* unless a state changed; without one, it backs off
+    only while nothing changed, as it always did.
+    """
     interval = min_interval
-    while True:
-        result = cycle(context, job_ids)
-        if on_cycle is not None:
-            on_cycle(result)
-        if once or (job_ids and result.finished >= set(job_ids)):
-            return result
-        if not job_ids and not context.store.active_attempts():
-            return result
-        interval = min_interval if result.changed else min(max_interval, interval * 1.5)
-        time.sleep(interval)
+    woken: dict[str, set[str]] | None = None
+    next_full = 0.0
+    try:
+        while True:
+            full = woken is None
+            result = cycle(context, job_ids, woken=woken)
+            if on_cycle is not None:
+                on_cycle(result)
+            if once or (job_ids and result.finished >= set(job_ids)):
+                return result
+            if not job_ids and not context.store.active_attempts():
+                return result
+            if full:
+                busy = result.state_changed if _watch.all_alive(context) else result.changed
+                interval = min_interval if busy else min(max_interval, interval * 1.5)
+                next_full = time.monotonic() + interval
+            woken = _watch.wait_for_wakeup(context, next_full - time.monotonic()) or None
+    finally:
+        _watch.close(context)

@@ -288,6 +288,11 @@ class Store:
     def close(self) -> None:
         self._db.close()
 
+    def generation(self) -> tuple[int, int]:
+        """(commits by other connections, rows changed through this one): the same value
+        twice means the database did not change in between (the monitor caches by it)."""
+        return self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes
+
     # ------------------------------------------------------------------ jobs
 
     def create_job(
