@@ -117,7 +117,7 @@ class Watch:
         if hit is not None:
             return hit[0], "log" if hit[1] == "log" else "marker:start"  # the folder appeared: the job began
         hit = self._paths.get(posixpath.dirname(path))
-        if hit is not None and hit[1] == "markers":
+        if hit is not None and hit[1] == "markers" and not posixpath.basename(path).startswith("."):  # not a temp file
             return hit[0], "marker:" + posixpath.basename(path)
         return None
 
