@@ -246,7 +246,12 @@ def trigger(context, job_id: str, causes: set[str] | None) -> dict[str, Any]:
     """What a state event records about why the monitor looked: the watcher or the poll."""
     if not causes:
         return {"trigger": "poll"}
-    return {"trigger": "watcher", "causes": sorted(causes), "wake_polls": _registry(context)["wake_polls"].get(job_id, 0)}
+    pad = _registry(context)
+    data = {"trigger": "watcher", "causes": sorted(causes), "wake_polls": pad["wake_polls"].get(job_id, 0)}
+    if causes & _ENDING:
+        # Scheduler polls since the job said it ended, this one included (1: it confirmed at once).
+        data["ending_polls"] = pad["confirm"].get(job_id, (0.0, 0))[1] + 1
+    return data
 
 
 def track(context, watch: Watch | None, attempt, submission, status, causes: set[str] | None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 
@@ -27,6 +26,12 @@ def command(job: str, follow: bool, attempt: int | None) -> None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")
         submission = chosen.submission
         transport = context.transport(context.clusters[row.cluster])
+        from runjob_core import _watch
+
+        # The push path: the cluster's watcher wakes this loop when the log grows.
+        watch = _watch.for_cluster(context, context.clusters[row.cluster]) if follow else None
+        if watch is not None:
+            watch.follow(row.id, submission.log_path)
         offset, delay = 0, 0.5
         while True:
             data = transport.read_from(submission.log_path, offset, 4 << 20)
@@ -46,7 +51,12 @@ def command(job: str, follow: bool, attempt: int | None) -> None:
                 state = context.store.attempt(row.id, chosen.n)
                 if state.state not in ACTIVE_STATES and not transport.read_from(submission.log_path, offset, 1):
                     break
-            time.sleep(delay)
-            delay = min(delay * 1.5, 5.0)
+            woken = _watch.wait_for_wakeup(context, delay).get(row.id, set())
+            if woken & {"marker:exit", "marker:end"}:
+                from runjob_core import monitor
+
+                monitor.cycle(context, [row.id])  # the job says it ended: ask the scheduler once
+            delay = 0.5 if woken else min(delay * 1.5, 5.0)
     finally:
+        _watch.close(context)
         context.close()
