@@ -29,33 +29,42 @@ class Seen:
     status: Any  # the JobStatus it was observed with
     view: Any  # the JobView shown for it
     at: float  # time.monotonic() of the observation
+    queued: bool  # observed waiting in the queue (nothing to read until it starts)
 
 
 def _pad(context) -> dict:
     return context.scratchpad(_PAD)
 
 
-def active(context, job_ids: list[str] | None):
-    """(active attempts with a submission, their job heads), re-read only when the store changed."""
+def groups(context, job_ids: list[str] | None, make_submission):
+    """({cluster: (active attempts with a submission, their Submissions)}, job heads),
+    re-read from the store only when it changed."""
     pad = _pad(context)
     key = (context.store.generation(), tuple(job_ids) if job_ids else None)
-    cached = pad.get("active")
+    cached = pad.get("groups")
     if cached is not None and cached[0] == key:
         return cached[1], cached[2]
     store = context.store
     attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
     heads = store.job_heads([a.job_id for a in attempts])
+    by_cluster: dict[str, tuple[list, list]] = {}
+    for attempt in attempts:
+        group, submissions = by_cluster.setdefault(heads[attempt.job_id].cluster, ([], []))
+        group.append(attempt)
+        submissions.append(make_submission(context, attempt))
     # Keyed by the generation read *before*: a change made meanwhile forces a re-read.
-    pad["active"] = (key, attempts, heads)
-    return attempts, heads
+    pad["groups"] = (key, by_cluster, heads)
+    return by_cluster, heads
 
 
-def seen(context) -> dict[tuple[str, int], Seen]:
+def seen(context) -> dict[str, Seen]:
+    """Job id -> how its active attempt was last observed."""
     return _pad(context).setdefault("seen", {})
 
 
 def remember(context, attempt, status, view) -> None:
-    seen(context)[(attempt.job_id, attempt.n)] = Seen(attempt, status, view, time.monotonic())
+    queued = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
+    seen(context)[attempt.job_id] = Seen(attempt, status, view, time.monotonic(), queued)
 
 
 def unchanged(last: Seen | None, attempt, status, *, pushed: bool) -> bool:
@@ -64,7 +73,7 @@ def unchanged(last: Seen | None, attempt, status, *, pushed: bool) -> bool:
         return False
     if not (attempt is last.attempt or attempt == last.attempt):
         return False
-    if status.state == PENDING and attempt.state in (PENDING, SUBMITTING):
+    if last.queued:
         return True  # still queued: no log, no progress yet
     # A running job's news (log lines, markers) comes from the watcher while one is alive.
     return pushed and status.state == RUNNING and time.monotonic() - last.at < SWEEP_SECONDS

@@ -229,7 +229,11 @@ def needs_poll(group, woken: dict[str, set[str]] | None, seen: dict) -> bool:
     """Whether this cycle asks the scheduler about *group* (one batched poll either way)."""
     if woken is None:
         return True
-    return any((a.job_id, a.n) not in seen or causes_poll(woken.get(a.job_id, ())) for a in group)
+    for attempt in group:
+        last = seen.get(attempt.job_id)
+        if last is None or last.attempt.n != attempt.n or causes_poll(woken.get(attempt.job_id, ())):
+            return True
+    return False
 
 
 def count_poll(context, woken: dict[str, set[str]] | None, group) -> None:

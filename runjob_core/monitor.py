@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable
 
 import attrs
@@ -62,15 +61,12 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
     jobs the push path reported: the scheduler is polled only if one of them needs it
     (a start or end marker), the others' new log lines are read with their last status."""
     store = context.store
-    attempts, rows = _cyclememo.active(context, job_ids)
-    by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
-    for attempt in attempts:
-        by_cluster[rows[attempt.job_id].cluster].append(attempt)
+    by_cluster, rows = _cyclememo.groups(context, job_ids, _submission)
     changed = False
     views: dict[str, JobView] = {}
     seen = _cyclememo.seen(context)
     observed: dict[str, str] = {}  # job id -> its state before this cycle
-    for cluster_name, group in by_cluster.items():
+    for cluster_name, (group, submissions) in by_cluster.items():
         cluster = context.clusters.get(cluster_name)
         if cluster is None:
             for attempt in group:
@@ -81,7 +77,6 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
         polled = _watch.needs_poll(group, woken, seen)
         statuses: dict[str, JobStatus] = {}
         if polled:
-            submissions = [_submission(context, a) for a in group]
             try:
                 statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
             except TransportError as exc:
@@ -90,27 +85,31 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
                     context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
                 continue
             _watch.count_poll(context, woken, group)
-        for attempt in group:
-            last = seen.get((attempt.job_id, attempt.n))
-            causes = woken.get(attempt.job_id) if woken else None
+        for attempt, submission in zip(group, submissions):
+            job_id = attempt.job_id
+            last = seen.get(job_id)
+            causes = woken.get(job_id) if woken else None
             if polled:
                 status = statuses.get(attempt.backend_job_id) or JobStatus(
                     state=LOST, source="runjob-core", reason="the backend did not report this job"
                 )
+                # The common case at scale, inlined: a queued job whose status object came back as is.
+                if last is not None and last.queued and status is last.status and attempt is last.attempt and not causes:
+                    views[job_id] = last.view
+                    continue
             elif causes:
                 status = last.status
             else:
-                views[attempt.job_id] = last.view
+                views[job_id] = last.view
                 continue
             if not causes and _cyclememo.unchanged(last, attempt, status, pushed=pushed):
-                views[attempt.job_id] = last.view
+                views[job_id] = last.view
                 continue
-            submission = _submission(context, attempt)
-            observed[attempt.job_id] = attempt.state
-            if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views,
-                        trigger=_watch.trigger(context, attempt.job_id, causes)):
+            observed[job_id] = attempt.state
+            if _observe(context, cluster, rows[job_id], attempt, submission, status, views,
+                        trigger=_watch.trigger(context, job_id, causes)):
                 changed = True
-            _cyclememo.remember(context, attempt, status, views[attempt.job_id])
+            _cyclememo.remember(context, attempt, status, views[job_id])
             _watch.track(context, watch, attempt, submission, status, causes)
     state_changed = any(views[j].state != s for j, s in observed.items())
     finished = set()
