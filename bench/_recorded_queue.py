@@ -32,7 +32,7 @@ def squeue_text(job_ids: list[str]) -> str:
 
 
 class RecordedTransport:
-    """Answers the monitor's squeue with recorded output; nothing else is expected."""
+    """Answers the monitor's squeue with recorded output; files on the cluster are empty."""
 
     label = "recorded"
 
@@ -46,8 +46,20 @@ class RecordedTransport:
             return Completed(tuple(argv), 0, self.text, "")
         raise AssertionError(f"unexpected remote command {argv}")
 
+    def read_text(self, path: str) -> None:
+        return None  # a job that just started has no progress file yet
+
+    def read_from(self, path: str, offset: int, limit: int = 0) -> bytes:
+        return b""  # nor any log
+
+    def stat(self, path: str) -> None:
+        return None
+
+    def disk_free(self, path: str) -> tuple[int, int]:
+        return 1 << 40, 1 << 41  # plenty: no disk finding
+
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 def queued_context(home: Path, count: int):

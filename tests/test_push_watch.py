@@ -1,0 +1,138 @@
+"""The push path on this machine: the real watcher process (inotifywait and the stat loop),
+what the monitor makes of its news, the job script's markers, and the cycle that skips
+jobs that did not change.
+
+The SLURM side (over SSH, through the agent, a watcher killed mid-job) is in
+plugins/slurm/tests/test_slurm_push.py.
+"""
+
+import shlex
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from runjob_core import _watch, _watchhub, lifecycle, monitor
+from runjob_core.config import job_from_mapping
+from runjob_core.testing import wait_until
+from runjob_core.transport import LocalTransport
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+from _recorded_queue import queued_context  # noqa: E402
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.states: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, kind: str, value: str) -> None:
+        with self.lock:
+            (self.paths if kind == _watchhub.PATH else self.states).append(value)
+
+
+@pytest.mark.parametrize("how", ["inotify", "stat"])
+def test_the_watcher_reports_log_growth_and_markers(tmp_path, monkeypatch, how):
+    if how == "inotify" and shutil.which("inotifywait") is None:
+        pytest.skip("inotifywait is not installed (scripts/test-cluster.sh installs inotify-tools)")
+    monkeypatch.setenv("RUNJOB_WATCH", how)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "job.rj-1.1.out"
+    markers = Path(_watch.marker_dir(str(log)))
+    transport = LocalTransport()
+    hub = _watchhub.Hub(lambda argv: _watchhub.ProcessStream(transport.open_stream(argv)))
+    news = Collector()
+    sub = hub.subscribe(news)
+    try:
+        sub.follow([str(log), str(markers)])
+        wait_until(lambda: any(s.startswith(f"alive {how}") for s in news.states), what="the watcher to start")
+        (logs / "someone-else.out").write_text("not followed\n")
+        log.write_text("first line\n")
+        wait_until(lambda: str(log) in news.paths, what="log growth")
+        markers.mkdir()
+        (markers / "end").write_text("0\n")
+        wait_until(lambda: f"{markers}/end" in news.paths, what="the end marker")
+        assert not any("someone-else" in p for p in news.paths)
+    finally:
+        sub.close()
+    assert hub.watchers == {}  # the last subscriber gone: the watcher process is stopped
+
+
+def test_news_become_causes_and_only_markers_that_matter_poll():
+    class Sub:
+        def follow(self, paths): self.followed = paths
+        def unfollow(self, paths): self.unfollowed = paths
+
+    watch = _watch.Watch("c", threading.Condition())
+    watch._sub = Sub()
+    watch.follow("rj-1", "/s/logs/a.out")
+    assert watch._sub.followed == ["/s/logs/a.out", "/s/logs/a.out.markers"]
+    watch.news(_watchhub.STATE, "alive inotify 4242")
+    assert watch.alive and watch.pid == 4242
+    for path in ("/s/logs/a.out", "/s/logs/a.out.markers/.end.tmp", "/s/logs/a.out.markers/checkpoint",
+                 "/s/logs/other.out", "/s/logs/a.out.markers/end"):
+        watch.news(_watchhub.PATH, path)
+    assert watch.pending == {"rj-1": {"log", "marker:checkpoint", "marker:end"}}
+    assert not _watch.causes_poll({"log", "marker:checkpoint"})
+    assert _watch.causes_poll({"log", "marker:end"}) and _watch.causes_poll({"confirm"})
+    watch.news(_watchhub.STATE, "dead its output ended")
+    assert not watch.alive and watch.history == ["alive inotify 4242", "dead its output ended"]
+
+
+def test_the_job_script_writes_its_markers_beside_the_log(runjob_home):
+    context = lifecycle.open_context()
+    try:
+        job = job_from_mapping({"name": "marked", "command": "echo hi"}, source="marked.yaml", base_dir=str(Path.cwd()))
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        monitor.watch(context, [row.id], min_interval=0.2, max_interval=1.0)
+        script = context.store.get_job(row.id).script
+    finally:
+        context.close()
+    markers = Path(_watch.marker_dir(submission.log_path))
+    assert f"export RUNJOB_MARKERS={shlex.quote(str(markers))}" in script
+    assert sorted(p.name for p in markers.iterdir()) == ["end", "exit", "start"]
+    assert (markers / "exit").read_text().strip() == "0" and (markers / "end").read_text().strip() == "0"
+
+
+def test_a_local_job_is_seen_ending_through_the_watcher(runjob_home):
+    context = lifecycle.open_context()
+    try:
+        job = job_from_mapping({"name": "pushed", "command": "sleep 1; sh -c 'exit 4'"}, source="pushed.yaml",
+                               base_dir=str(Path.cwd()))
+        row, _ = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        # A 60 s cadence: only the watcher can report this job's end before then.
+        monitor.watch(context, [row.id], min_interval=60.0, max_interval=60.0)
+        attempt = context.store.latest_attempt(row.id)
+        ended = [e for e in context.store.events(row.id, kinds=("state",)) if e.data["state"] == "FAILED"]
+    finally:
+        context.close()
+    assert attempt.state == "FAILED" and attempt.exit_code == 4
+    assert len(ended) == 1 and ended[0].data["trigger"] == "watcher"
+    assert {"marker:exit", "marker:end"} <= set(ended[0].data["causes"])
+
+
+def test_unchanged_queued_jobs_cost_no_write_no_observation_no_new_view(tmp_path, monkeypatch):
+    context, ids, transport = queued_context(tmp_path, 50)
+    observed = []
+    real = monitor._observe
+    monkeypatch.setattr(monitor, "_observe", lambda *a, **k: observed.append(a[3].job_id) or real(*a, **k))
+    try:
+        monitor.cycle(context, ids)
+        assert len(observed) == 50  # first sight: every job recorded as queued
+        first = monitor.cycle(context, ids)
+        generation = context.store.generation()
+        observed.clear()
+        again = monitor.cycle(context, ids)
+        assert observed == [] and context.store.generation() == generation
+        assert all(again.views[j] is first.views[j] for j in ids)
+        # One job starts: only it is looked at.
+        transport.text = transport.text.replace(f"{100007}|{100007}|PENDING|PartitionDown|N/A",
+                                                f"{100007}|{100007}|RUNNING|None|1796300330")
+        result = monitor.cycle(context, ids)
+        assert observed == [ids[7]] and result.views[ids[7]].state == "RUNNING" and result.state_changed
+    finally:
+        context.close()
