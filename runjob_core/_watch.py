@@ -32,6 +32,9 @@ POLL_MARKERS = frozenset({"start", "exit", "end"})
 #: After the first news, wait this long for more (one job's exit and end markers, its last
 #: log lines) so they cost one scheduler poll, not three.
 DEBOUNCE_SECONDS = 0.05
+#: At most one scheduler poll per this many seconds on the watcher's word: jobs of a sweep
+#: that end a moment apart share one squeue (the end is still reported within ~1 s).
+WAKE_POLL_GAP = 1.0
 _PAD = "runjob-core:watch"
 
 
@@ -238,9 +241,11 @@ def needs_poll(group, woken: dict[str, set[str]] | None, seen: dict) -> bool:
 
 def count_poll(context, woken: dict[str, set[str]] | None, group) -> None:
     """Count scheduler polls made because of the push path, per job (for its state events)."""
+    pad = _registry(context)
+    pad["last_poll"] = time.monotonic()
     if woken is None:
         return
-    counts = _registry(context)["wake_polls"]
+    counts = pad["wake_polls"]
     for attempt in group:
         if causes_poll(woken.get(attempt.job_id, ())):
             counts[attempt.job_id] = counts.get(attempt.job_id, 0) + 1
@@ -294,6 +299,17 @@ def watches(context) -> list[Watch]:
     return [w for w in _registry(context)["watches"].values() if w is not None]
 
 
+def full_poll_interval(context, interval: float, min_interval: float, max_interval: float, *, busy: bool) -> float:
+    """The next wait between full polls. With a live watcher they are only the safety net
+    (for what leaves no marker: a job the scheduler killed, a missed event), so they start
+    at a quarter of the longest interval; without one, as before: back to the shortest
+    after a change, else half as long again."""
+    if all_alive(context):
+        floor = max(min_interval, max_interval / 4)
+        return floor if busy else min(max_interval, max(floor, interval * 1.5))
+    return min_interval if busy else min(max_interval, interval * 1.5)
+
+
 def all_alive(context) -> bool:
     """True when every cluster being followed has a live watcher (so the poll may slow down)."""
     current = watches(context)
@@ -325,6 +341,11 @@ def wait_for_wakeup(context, timeout: float) -> dict[str, set[str]]:
             news = any(w.pending for w in current)
         if news:
             time.sleep(DEBOUNCE_SECONDS)
+            with bell:
+                wants_poll = any(causes_poll(c) for w in current for c in w.pending.values())
+            hold = pad.get("last_poll", 0.0) + WAKE_POLL_GAP - time.monotonic()
+            if wants_poll and hold > 0:
+                time.sleep(hold)  # news meanwhile joins this wake-up
     woken: dict[str, set[str]] = {}
     now = time.monotonic()
     for job_id, (due, tries) in confirms.items():

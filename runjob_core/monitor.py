@@ -381,7 +381,7 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
                 return result
             if full:
                 busy = result.state_changed if _watch.all_alive(context) else result.changed
-                interval = min_interval if busy else min(max_interval, interval * 1.5)
+                interval = _watch.full_poll_interval(context, interval, min_interval, max_interval, busy=busy)
                 next_full = time.monotonic() + interval
             woken = _watch.wait_for_wakeup(context, next_full - time.monotonic()) or None
     finally:
