@@ -17,9 +17,10 @@ import attrs
 
 from runjob_core.models import PENDING, RUNNING, SUBMITTING
 
-#: A running job that the push path reports no news about is still looked at (log, progress,
-#: health checks such as a stall) this often, in case the watcher missed something.
-SWEEP_SECONDS = 60.0
+#: A running job that the push path reports no news about is still looked at this often:
+#: some health checks depend on time passing (a stall; a traceback followed by silence is
+#: decided after 15 s, runjob_health's SETTLE_SECONDS), and the watcher may have missed news.
+SWEEP_SECONDS = 15.0
 _PAD = "runjob-core:cycle-memo"
 
 

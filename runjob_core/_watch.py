@@ -35,6 +35,8 @@ DEBOUNCE_SECONDS = 0.05
 #: At most one scheduler poll per this many seconds on the watcher's word: jobs of a sweep
 #: that end a moment apart share one squeue (the end is still reported within ~1 s).
 WAKE_POLL_GAP = 1.0
+#: A job writing its log non-stop is read at most this often (a line still shows in < 1 s).
+LOG_WAKE_GAP = 0.25
 _PAD = "runjob-core:watch"
 
 
@@ -190,6 +192,7 @@ def _registry(context) -> dict[str, Any]:
         pad["watches"] = {}
         pad["wake_polls"] = {}  # job id -> scheduler polls the push path asked for
         pad["confirm"] = {}  # job id -> (when to poll again, tries so far)
+        pad["spent"] = {}  # cluster -> marker folders of attempts that ended
     return pad
 
 
@@ -263,18 +266,23 @@ def trigger(context, job_id: str, causes: set[str] | None) -> dict[str, Any]:
     return data
 
 
-def track(context, watch: Watch | None, attempt, submission, status, causes: set[str] | None) -> None:
-    """Follow an active attempt's log and markers; stop when it ended; re-poll soon when it
-    wrote its end marker but the scheduler still lists it."""
+def track(context, watch: Watch | None, attempt, submission, status, causes: set[str] | None, *,
+          stopping: bool = False) -> None:
+    """Follow an active attempt's log and markers; stop when it ended (and remove its marker
+    folder); re-poll soon when it wrote its end marker, or runjob just stopped it, but the
+    scheduler still lists it."""
     if watch is None:
         return
-    confirms = _registry(context)["confirm"]
+    pad = _registry(context)
+    confirms = pad["confirm"]
     if status.terminal:
         watch.unfollow(attempt.job_id)
         confirms.pop(attempt.job_id, None)
+        # Spent markers go: inotifywait -r would otherwise watch every old folder.
+        pad["spent"].setdefault(submission.cluster, []).append(marker_dir(submission.log_path))
         return
     watch.follow(attempt.job_id, submission.log_path)
-    if causes and causes & _ENDING:
+    if stopping or (causes and causes & _ENDING):
         tries = confirms.get(attempt.job_id, (0.0, 0))[1]
         if tries < len(CONFIRM_DELAYS):
             confirms[attempt.job_id] = (time.monotonic() + CONFIRM_DELAYS[tries], tries + 1)
@@ -293,6 +301,23 @@ def _revive(context, cluster, watch: Watch) -> None:
     jobs, watch._jobs, watch._paths = dict(watch._jobs), {}, {}
     for job_id, (log_path, _markers) in jobs.items():
         watch.follow(job_id, log_path)
+
+
+def clean_up(context) -> None:
+    """Remove the marker folders of attempts that ended this cycle (one command per cluster)."""
+    spent = _registry(context)["spent"]
+    for cluster_name, folders in list(spent.items()):
+        del spent[cluster_name]
+        cluster = context.clusters.get(cluster_name)
+        if cluster is None:
+            continue
+        try:
+            result = context.transport(cluster).run(["rm", "-rf", "--", *folders])
+        except RunjobError as exc:
+            log.info("could not remove spent marker folders on %s: %s", cluster_name, exc)
+            continue
+        if not result.ok:
+            log.info("could not remove spent marker folders on %s: %s", cluster_name, result.stderr.strip())
 
 
 def watches(context) -> list[Watch]:
@@ -343,9 +368,13 @@ def wait_for_wakeup(context, timeout: float) -> dict[str, set[str]]:
             time.sleep(DEBOUNCE_SECONDS)
             with bell:
                 wants_poll = any(causes_poll(c) for w in current for c in w.pending.values())
-            hold = pad.get("last_poll", 0.0) + WAKE_POLL_GAP - time.monotonic()
-            if wants_poll and hold > 0:
+            if wants_poll:
+                hold = pad.get("last_poll", 0.0) + WAKE_POLL_GAP - time.monotonic()
+            else:
+                hold = pad.get("last_wake", 0.0) + LOG_WAKE_GAP - time.monotonic()
+            if hold > 0:
                 time.sleep(hold)  # news meanwhile joins this wake-up
+            pad["last_wake"] = time.monotonic()
     woken: dict[str, set[str]] = {}
     now = time.monotonic()
     for job_id, (due, tries) in confirms.items():

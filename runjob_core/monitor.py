@@ -110,7 +110,9 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
                         trigger=_watch.trigger(context, job_id, causes)):
                 changed = True
             _cyclememo.remember(context, attempt, status, views[job_id])
-            _watch.track(context, watch, attempt, submission, status, causes)
+            _watch.track(context, watch, attempt, submission, status, causes,
+                         stopping=(views[job_id].outcome or "").startswith("stopped"))
+    _watch.clean_up(context)
     state_changed = any(views[j].state != s for j, s in observed.items())
     finished = set()
     for job_id in job_ids or []:
@@ -194,7 +196,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
         where = f" (log line {finding.line})" if finding.line else ""
         context.event(attempt.job_id, "finding", f"{finding.label}: {finding.message}{where}", attempt=attempt.n,
                       source=finding.source, label=finding.label, severity=finding.severity, action=finding.action,
-                      line=finding.line, text=finding.text)
+                      line=finding.line, text=finding.text, **(trigger or {}))
         view.findings.append(finding.label)
     _apply_actions(context, attempt, submission, status, findings, view)
     return changed or bool(findings)

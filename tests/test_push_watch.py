@@ -53,8 +53,14 @@ def test_the_watcher_reports_log_growth_and_markers(tmp_path, monkeypatch, how):
         (logs / "someone-else.out").write_text("not followed\n")
         log.write_text("first line\n")
         wait_until(lambda: str(log) in news.paths, what="log growth")
-        markers.mkdir()
-        (markers / "end").write_text("0\n")
+        # As the job script does: the folder appears whole with its start marker, the end comes later.
+        staged = logs / "job.rj-1.1.out.markers.new.1"
+        staged.mkdir()
+        (staged / "start").write_text("1\n")
+        staged.rename(markers)
+        wait_until(lambda: str(markers) in news.paths or f"{markers}/start" in news.paths, what="the marker folder")
+        (markers / ".end.tmp").write_text("0\n")
+        (markers / ".end.tmp").rename(markers / "end")
         wait_until(lambda: f"{markers}/end" in news.paths, what="the end marker")
         assert not any("someone-else" in p for p in news.paths)
     finally:
@@ -83,7 +89,8 @@ def test_news_become_causes_and_only_markers_that_matter_poll():
     assert not watch.alive and watch.history == ["alive inotify 4242", "dead its output ended"]
 
 
-def test_the_job_script_writes_its_markers_beside_the_log(runjob_home):
+def test_the_job_script_writes_its_markers_beside_the_log(runjob_home, monkeypatch):
+    monkeypatch.setenv("RUNJOB_WATCH", "off")  # with a watcher the monitor removes them once the job ended
     context = lifecycle.open_context()
     try:
         job = job_from_mapping({"name": "marked", "command": "echo hi"}, source="marked.yaml", base_dir=str(Path.cwd()))
@@ -113,6 +120,31 @@ def test_a_local_job_is_seen_ending_through_the_watcher(runjob_home):
     assert attempt.state == "FAILED" and attempt.exit_code == 4
     assert len(ended) == 1 and ended[0].data["trigger"] == "watcher"
     assert {"marker:exit", "marker:end"} <= set(ended[0].data["causes"])
+
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+
+
+def test_a_cuda_oom_line_is_acted_on_when_the_watcher_reports_it(runjob_home):
+    (runjob_home / "oom.txt").write_text(f"Traceback (most recent call last):\n{OOM}\n")
+    context = lifecycle.open_context()
+    try:
+        # Other ranks keep logging after rank 0's traceback: the checker decides on those lines.
+        command = "sleep 1; cat oom.txt; for i in $(seq 25); do echo \"[rank1] waiting for rank 0 ($i)\"; done; sleep 120"
+        job = job_from_mapping({"name": "oomwake", "command": command}, source="oomwake.yaml", base_dir=str(Path.cwd()))
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        monitor.watch(context, [row.id], min_interval=60.0, max_interval=60.0)
+        [finding] = [e for e in context.store.events(row.id, kinds=("finding",)) if e.data["label"] == "cuda_oom"]
+        [ended] = [e for e in context.store.events(row.id, kinds=("state",)) if e.data["state"] == "CANCELLED"]
+        outcome = context.store.get_job(row.id).outcome
+    finally:
+        context.close()
+    # The log lines woke the monitor (no poll was due for a minute); the stop's outcome came
+    # from a re-poll after the stop or the job's end marker, and the spent markers are gone.
+    assert finding.data["trigger"] == "watcher" and "log" in finding.data["causes"]
+    assert ended.data["trigger"] == "watcher" and {"confirm", "marker:end"} & set(ended.data["causes"])
+    assert outcome.startswith("stopped: cuda_oom")
+    assert not Path(_watch.marker_dir(submission.log_path)).exists()
 
 
 def test_unchanged_queued_jobs_cost_no_write_no_observation_no_new_view(tmp_path, monkeypatch):

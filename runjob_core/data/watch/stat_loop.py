@@ -3,7 +3,8 @@
 stdin: "+PATH" follows a log file or a marker folder, "-PATH" drops it; EOF stops the loop.
 stdout: "ready" once, then each followed path that changed (size or mtime), and for a
 marker folder each new or replaced entry as "FOLDER/NAME" (the folder itself when it
-appears). A sweep is one stat() per followed path.
+appears). A sweep is one scandir() or stat() per followed path: a missing folder (a job
+still queued) costs one failed lookup.
 """
 import os
 import select
@@ -13,6 +14,16 @@ INTERVAL = float(os.environ.get("RUNJOB_WATCH_INTERVAL", "0.25"))
 
 
 def look(path):
+    """What can change: a log's size and mtime; a marker folder's entries, each by inode and
+    mtime (a marker is replaced by a rename, and a folder's own mtime can stay the same when
+    an entry is added within the same clock tick)."""
+    try:
+        with os.scandir(path) as folder:
+            return {e.name: (e.inode(), e.stat().st_mtime_ns) for e in folder if not e.name.startswith(".")}
+    except NotADirectoryError:
+        pass
+    except OSError:
+        return None
     try:
         st = os.stat(path)
     except OSError:
@@ -20,17 +31,8 @@ def look(path):
     return (st.st_size, st.st_mtime_ns)
 
 
-def entries(path):
-    """A marker folder's entries and their mtimes (a replaced marker counts as new)."""
-    try:
-        return {e.name: e.stat().st_mtime_ns for e in os.scandir(path) if not e.name.startswith(".")}
-    except OSError:
-        return {}
-
-
 def main():
-    followed = {}  # path -> last (size, mtime_ns) or None
-    names = {}  # marker folder -> {entry: mtime_ns} seen
+    followed = {}  # path -> last look(): (size, mtime_ns) of a log, {entry: (inode, mtime_ns)} of a folder, or None
     pending = b""
     out = sys.stdout
     out.write("ready\n")
@@ -46,24 +48,23 @@ def main():
             for raw in lines:
                 line = raw.decode("utf-8", "surrogateescape")
                 if line.startswith("+"):
-                    path = line[1:]
-                    followed[path] = look(path)
-                    names[path] = entries(path) if followed[path] else {}
+                    followed[line[1:]] = look(line[1:])
                 elif line.startswith("-"):
                     followed.pop(line[1:], None)
-                    names.pop(line[1:], None)
         changed = []
         for path, old in followed.items():
             new = look(path)
             if new == old:
                 continue
             followed[path] = new
-            now = entries(path)
-            fresh = [name for name, mtime in sorted(now.items()) if names[path].get(name) != mtime]
-            if old is None or not fresh:
-                changed.append(path)  # a log that grew, or a marker folder that appeared
-            changed.extend(path + "/" + name for name in fresh)
-            names[path] = now
+            if isinstance(new, dict):
+                before = old if isinstance(old, dict) else {}
+                fresh = [name for name, mark in sorted(new.items()) if before.get(name) != mark]
+                if old is None:
+                    changed.append(path)  # the marker folder appeared
+                changed.extend(path + "/" + name for name in fresh)
+            else:
+                changed.append(path)  # a log that appeared or grew
         if changed:
             out.write("\n".join(changed) + "\n")
             out.flush()
