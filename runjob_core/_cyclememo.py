@@ -72,8 +72,10 @@ def unchanged(last: Seen | None, attempt, status, *, pushed: bool) -> bool:
     """True when observing *attempt* again would find nothing new."""
     if last is None or not (status is last.status or status == last.status):
         return False
-    if not (attempt is last.attempt or attempt == last.attempt):
-        return False
+    if attempt is not last.attempt:
+        if attempt != last.attempt:
+            return False
+        last.attempt = attempt  # the store was re-read, the row is the same: identity again next cycle
     if last.queued:
         return True  # still queued: no log, no progress yet
     # A running job's news (log lines, markers) comes from the watcher while one is alive.

@@ -168,3 +168,29 @@ def test_unchanged_queued_jobs_cost_no_write_no_observation_no_new_view(tmp_path
         assert observed == [ids[7]] and result.views[ids[7]].state == "RUNNING" and result.state_changed
     finally:
         context.close()
+
+
+def test_a_dead_watcher_is_started_again_with_every_followed_job(runjob_home, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    monkeypatch.setenv("RUNJOB_WATCH_RESTART", "0")
+    monkeypatch.setenv("RUNJOB_WATCH", "stat")
+    context = lifecycle.open_context()
+    try:
+        cluster = lifecycle.cluster_for(context, job_from_mapping({"name": "x", "command": "true"}, source="x.yaml"))
+        log = tmp_path / "logs" / "x.rj-9.1.out"
+        log.parent.mkdir()
+        watch = _watch.for_cluster(context, cluster)
+        watch.follow("rj-9", str(log))
+        wait_until(lambda: watch.alive, what="the watcher to start")
+        first = watch.pid
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: watch.state.startswith("dead"), what="the watcher's death to be noticed")
+        assert _watch.for_cluster(context, cluster) is watch  # the same watch, subscribed again
+        wait_until(lambda: watch.alive and watch.pid != first, what="a new watcher")
+        log.write_text("after the restart\n")
+        wait_until(lambda: watch.pending.get("rj-9") == {"log"}, what="news from the new watcher")
+    finally:
+        _watch.close(context)
+        context.close()
