@@ -1,1 +1,1 @@
-pytest_plugins = ["runjob_core.testing"]
+pytest_plugins = ["runjob_core.testing", "runjob_slurm.testing"]

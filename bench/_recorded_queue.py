@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from runjob_core.execute import Completed
+from runjob_core.transport.execute import Completed
 
 DATA = Path(__file__).parent / "data" / "squeue_poll_pending.txt"
 #: Other users' and finished jobs in the same answer (squeue -u lists all of the user's).
@@ -91,5 +91,5 @@ def queued_context(home: Path, count: int):
         ids.append(job_id)
         backend_ids.append(backend_id)
     transport = RecordedTransport(squeue_text(backend_ids))
-    context._transports["rec"] = transport
+    context._transports[("rec", None)] = transport
     return context, ids, transport

@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from runjob_core.testing import read_cluster_env, slurm_cluster_config, write_clusters_yaml
+from runjob_core.testing import write_clusters_yaml
+from runjob_slurm.testing import read_cluster_env, slurm_cluster_config
 
 BIN = Path(sys.executable).parent
 CTLD = ("REQUEST_JOB_USER_INFO", "REQUEST_JOB_INFO", "REQUEST_PARTITION_INFO", "REQUEST_FED_INFO", "REQUEST_JOB_INFO_SINGLE")

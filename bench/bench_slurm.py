@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import median_ms, show, time_call, time_interleaved  # noqa: E402
 
-from runjob_core.testing import read_cluster_env, slurm_cluster_config, write_clusters_yaml  # noqa: E402
+from runjob_core.testing import write_clusters_yaml  # noqa: E402
+from runjob_slurm.testing import read_cluster_env, slurm_cluster_config  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

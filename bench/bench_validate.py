@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runjob_core.validate import validate_results  # noqa: E402
+from runjob_hub.validate import validate_results  # noqa: E402
 
 WORDS = ("the model answer is a of to in that it with as for was on are be by this which or from step "
          "first then therefore so we compute sum total result value equation number solve check").split()

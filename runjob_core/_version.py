@@ -3,4 +3,4 @@
 A plain constant rather than ``importlib.metadata.version()``: the job script records the
 version on every render, and asking the metadata costs ~20 ms of every submit."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

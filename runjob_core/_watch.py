@@ -135,11 +135,11 @@ class _AgentSubscription:
     """A subscription carried by the shared SSH agent (it runs the hub)."""
 
     def __init__(self, sock: socket.socket, callback) -> None:
-        from runjob_core import sshagent
+        from runjob_core.transport import agent
 
-        self._sock, self._callback, self._send = sock, callback, sshagent._send
+        self._sock, self._callback, self._send = sock, callback, agent._send
         self._lock = threading.Lock()
-        threading.Thread(target=self._read, args=(sshagent._recv,), name="runjob-watch-agent", daemon=True).start()
+        threading.Thread(target=self._read, args=(agent._recv,), name="runjob-watch-agent", daemon=True).start()
 
     def _read(self, recv) -> None:
         try:
@@ -207,10 +207,20 @@ def for_cluster(context, cluster) -> Watch | None:
             _revive(context, cluster, watch)
         return watch
     watch = None
-    if _watchhub.mode() != "off":
+    # A backend that makes a machine per job has no standing host whose log folder to watch.
+    if _watchhub.mode() != "off" and not context.backend_info(cluster.type).machine_per_job:
         watch = _subscribe(context, cluster, pad["bell"])
     watches[cluster.name] = watch
     return watch
+
+
+def for_submission(context, submission) -> Watch | None:
+    """The watch that covers *submission*: its cluster's, unless the job runs on a machine
+    of its own (no shared log folder to watch there yet: polling only)."""
+    cluster = context.clusters.get(submission.cluster)
+    if cluster is None or getattr(submission, "machine", None) is not None:
+        return None
+    return for_cluster(context, cluster)
 
 
 def _subscribe(context, cluster, bell: threading.Condition) -> Watch | None:
@@ -271,8 +281,8 @@ def track(context, watch: Watch | None, attempt, submission, status, causes: set
     """Follow an active attempt's log and markers; stop when it ended (and remove its marker
     folder); re-poll soon when it wrote its end marker, or runjob just stopped it, but the
     scheduler still lists it."""
-    if watch is None:
-        return
+    if watch is None or getattr(submission, "machine", None) is not None:
+        return  # a job on a machine of its own is not in the cluster's log folder: polled only
     pad = _registry(context)
     confirms = pad["confirm"]
     if status.terminal:

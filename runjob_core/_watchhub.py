@@ -1,7 +1,7 @@
 """The process end of the push path: one remote watcher per connection and log folder.
 
 A :class:`Hub` lives where the connection lives: in the shared SSH agent
-(:mod:`runjob_core.sshagent`), or in the runjob process itself for a direct SSH or a local
+(:mod:`runjob_core.transport.agent`), or in the runjob process itself for a direct SSH or a local
 transport. It starts ``data/watch/watcher.sh`` once per log folder over that connection
 (``inotifywait -m -r`` on the folder, or a stat loop of a quarter second where inotify
 cannot see the job's writes) and hands each changed path to the subscribers that follow it.

@@ -26,10 +26,14 @@ def check_cluster(context, name: str) -> list[dict]:
         known = ", ".join(sorted(context.clusters))
         raise RunjobError(f"unknown cluster {name!r}; known clusters: {known}")
     plugins.require_backend(context.pm, cluster.type, cluster=name)
-    rows = _core_checks(context, cluster)
-    if all(r.ok for r in rows):
-        caller = context.hook("runjob_check_cluster", cluster.type)
-        rows += plugins.flatten(caller(cluster=cluster, transport=context.transport(cluster), context=context))
+    caller = context.hook("runjob_check_cluster", cluster.type)
+    if context.backend_info(cluster.type).machine_per_job:
+        # No standing host to log in to: the backend's rows (API key, catalog, budget) are all.
+        rows = plugins.flatten(caller(cluster=cluster, transport=None, context=context))
+    else:
+        rows = _core_checks(context, cluster)
+        if all(r.ok for r in rows):
+            rows += plugins.flatten(caller(cluster=cluster, transport=context.transport(cluster), context=context))
     return [{"check": r.check, "ok": r.ok, "detail": r.detail, "fix": r.fix, "source": r.source} for r in rows]
 
 

@@ -29,7 +29,6 @@ T = TypeVar("T")
 CLUSTER_FILE = "clusters.yaml"
 #: Folders searched for clusters.yaml, in order (the seed skill kept it in .raca/).
 PROJECT_DIRS = (".runjob", ".raca")
-BACKEND_TYPES_HINT = {"slurm": "runjob-slurm", "runpod": "runjob-runpod", "local": "runjob-local"}
 TEMPLATES = ("base", "training", "vllm")
 
 
@@ -172,18 +171,45 @@ def find_clusters_file(cwd: Path | None = None) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def load_clusters(path: Path | None = None) -> dict[str, ClusterConfig]:
-    """All configured clusters, plus the built-in ``local`` one unless the file defines it."""
+def load_clusters(path: Path | None = None, *, backends: Mapping[str, Any] | None = None) -> dict[str, ClusterConfig]:
+    """All configured clusters, plus the built-in ``local`` one unless the file defines it.
+
+    *backends* maps backend names to their :class:`~runjob_core.models.BackendInfo`: a
+    cluster's keys beyond the core's are validated against its backend's declared
+    ``options`` class. Without it, the installed plugins are asked.
+    """
     path = path if path is not None else find_clusters_file()
     if path is None:
         return {"local": local_cluster()}
     data = _read_bytes(path)
+    if backends is None:
+        from runjob_core import plugins
+
+        backends = plugins.backend_infos(plugins.get_plugin_manager()[0])
     from runjob_core import _spec_cache
 
-    return _spec_cache.cached("clusters", data, str(path), lambda: _clusters_from_yaml(data, str(path)))
+    # The declared option schemas shape the result: a plugin upgrade must not reuse it.
+    schemas = sorted((name, _schema_stamp(info)) for name, info in backends.items())
+    where = f"{path}|{json.dumps(schemas)}"
+    return _spec_cache.cached("clusters", data, where, lambda: _clusters_from_yaml(data, str(path), backends))
 
 
-def _clusters_from_yaml(data: bytes, label: str) -> dict[str, ClusterConfig]:
+def _schema_stamp(info: Any) -> list[str]:
+    options = getattr(info, "options", None)
+    fields = [f"{f.name}:{f.type}" for f in attrs.fields(options)] if options is not None else []
+    return [getattr(options, "__module__", ""), getattr(options, "__qualname__", ""), *fields,
+            *getattr(info, "required_keys", ())]
+
+
+#: Keys of a cluster entry that the core owns; the rest belong to the backend.
+_NOT_YAML_KEYS = ("name", "source", "options")
+
+
+def _core_keys() -> list[str]:
+    return [f.name for f in attrs.fields(ClusterConfig) if f.name not in _NOT_YAML_KEYS]
+
+
+def _clusters_from_yaml(data: bytes, label: str, backends: Mapping[str, Any] | None = None) -> dict[str, ClusterConfig]:
     clusters = {"local": local_cluster()}
     raw = _parse_yaml(data, label)
     if raw is None:
@@ -207,16 +233,54 @@ def _clusters_from_yaml(data: bytes, label: str) -> dict[str, ClusterConfig]:
             key = "name" if "name" in entry else "source"
             problems.append(f"unknown key '{key}' at {where} in {label} (the cluster's name is its key)")
             continue
+        entry_problems: list[str] = []
+        core, options = _split_backend_keys(entry, where, label, backends or {}, entry_problems)
         try:
-            cluster = structure({**entry, "name": str(name), "source": label}, ClusterConfig, source=label, path=where)
+            cluster = structure({**core, "name": str(name), "source": label}, ClusterConfig, source=label, path=where)
         except ConfigError as exc:
-            problems.extend(exc.problems)
-            continue
-        problems.extend(_check_cluster(cluster, where, label))
-        clusters[str(name)] = cluster
+            entry_problems.extend(exc.problems)
+            cluster = None
+        if cluster is not None:
+            info = (backends or {}).get(cluster.type)
+            entry_problems.extend(_check_cluster(cluster, where, label, info))
+            cluster = attrs.evolve(cluster, options=options)
+        problems.extend(entry_problems)
+        if cluster is not None and not entry_problems:
+            clusters[str(name)] = cluster
     if problems:
         raise ConfigError(label, problems)
     return clusters
+
+
+def _split_backend_keys(entry: Mapping[str, Any], where: str, label: str, backends: Mapping[str, Any],
+                        problems: list[str]) -> tuple[dict[str, Any], Any]:
+    """Split a cluster entry into the core's keys and its backend's (structured by the
+    backend's declared ``options`` class). Keys neither knows are errors with a hint."""
+    import difflib
+
+    kind = entry.get("type", "local")
+    info = backends.get(kind) if isinstance(kind, str) else None
+    core_names = set(_core_keys())
+    core = {k: v for k, v in entry.items() if k in core_names}
+    rest = {k: v for k, v in entry.items() if k not in core_names}
+    if info is None:
+        # A backend that is not installed: its keys are kept for it, unchecked; using the
+        # cluster says which package to install (plugins.require_backend).
+        return core, (dict(rest) if rest else None)
+    option_cls = getattr(info, "options", None)
+    option_names = [f.name for f in attrs.fields(option_cls)] if option_cls is not None else []
+    for key in sorted(set(rest) - set(option_names), key=str):
+        close = difflib.get_close_matches(str(key), sorted(core_names) + option_names, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        problems.append(f"unknown key '{key}' at {where} in {label} (backend {kind!r}){hint}")
+    if option_cls is None:
+        return core, None
+    values = {k: v for k, v in rest.items() if k in option_names}
+    try:
+        return core, structure(values, option_cls, source=label, path=where)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return core, None
 
 
 def _secret_problem(key: str, where: str, label: str) -> list[str]:
@@ -228,12 +292,13 @@ def _secret_problem(key: str, where: str, label: str) -> list[str]:
     return []
 
 
-def _check_cluster(cluster: ClusterConfig, where: str, label: str) -> list[str]:
+def _check_cluster(cluster: ClusterConfig, where: str, label: str, info: Any = None) -> list[str]:
     problems = [p for key in cluster.env for p in _secret_problem(key, f"{where}.env.{key}", label)]
     if cluster.gres_format not in ("typed", "generic"):
         problems.append(f"gres_format must be 'typed' or 'generic', not {cluster.gres_format!r} at {where}.gres_format in {label}")
-    if cluster.type in ("slurm", "runpod") and cluster.type == "slurm" and not cluster.host:
-        problems.append(f"required key missing at {where}.host in {label} (a slurm cluster needs the login host)")
+    for key in getattr(info, "required_keys", ()):
+        if getattr(cluster, key, None) in (None, ""):
+            problems.append(f"required key missing at {where}.{key} in {label} (a {cluster.type} cluster needs it)")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", cluster.type):
         problems.append(f"invalid backend type {cluster.type!r} at {where}.type in {label}")
     return problems

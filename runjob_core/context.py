@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,48 +9,10 @@ from typing import Any
 import attrs
 import pluggy
 
-from runjob_core import execute
-from runjob_core.models import ClusterConfig, Submission
-from runjob_core.staging import Layout
+from runjob_core.transport import execute
+from runjob_core.models import BackendInfo, ClusterConfig, Machine, Submission
 from runjob_core.store import EventRow, Store
 from runjob_core.transport import LocalTransport, Transport
-
-
-@attrs.frozen
-class CurrentAttempt:
-    """The attempt being rendered and submitted (set by the core around those hooks)."""
-
-    job_id: str
-    attempt: int
-    tag: str
-    layout: Layout
-    resume_from: str | None = None
-    resume_env: dict[str, str] = attrs.field(factory=dict)
-    limit: int | None = None
-
-    def submission(self, *, backend: str, cluster: str, backend_job_id: str, source: str,
-                   extra: dict[str, str] | None = None) -> Submission:
-        """The :class:`Submission` of this attempt, with every path filled in."""
-        layout = self.layout
-        return Submission(
-            job_id=self.job_id, attempt=self.attempt, backend=backend, cluster=cluster,
-            backend_job_id=backend_job_id, tag=self.tag, job_dir=layout.job_dir, workdir=layout.workdir,
-            log_path=layout.log_path, results_dir=layout.results_dir, checkpoint_dir=layout.checkpoint_dir,
-            progress_path=layout.progress_path, submitted_at=time.time(), source=source, extra=extra or {},
-        )
-
-    def template_vars(self) -> dict[str, Any]:
-        from runjob_core import __version__
-
-        layout = self.layout
-        return {
-            "version": __version__, "id": self.job_id, "attempt": self.attempt, "tag": self.tag,
-            "job_dir": layout.job_dir, "workdir": layout.workdir, "results_dir": layout.results_dir,
-            "checkpoint_dir": layout.checkpoint_dir, "progress_path": layout.progress_path,
-            "params_path": layout.params_path, "log_path": layout.log_path, "lib_dir": layout.lib_dir,
-            "cache_dir": layout.cache_dir, "scratch": layout.scratch, "resume_from": self.resume_from or "",
-            "resume_env": self.resume_env, "limit": self.limit,
-        }
 
 
 @attrs.define
@@ -69,21 +30,42 @@ class RunContext:
     state_dir: Path
     #: Called with each event as it is recorded (the CLI prints them).
     on_event: Callable[[EventRow], None] | None = None
-    #: The attempt being rendered/submitted, for :func:`runjob_render` and :func:`runjob_submit`.
-    current: CurrentAttempt | None = None
-    _transports: dict[str, Transport] = attrs.field(factory=dict)
+    _transports: dict[tuple[str, str | None], Transport] = attrs.field(factory=dict)
+    _backends: dict[str, BackendInfo] | None = None
     _callers: dict[tuple[str, str], Any] = attrs.field(factory=dict)
     _scratch: dict[str, dict[Any, Any]] = attrs.field(factory=dict)
 
     #: The one process runner; plugins call ``context.run(argv, ...)``.
     run = staticmethod(execute.run)
 
-    def transport(self, cluster: ClusterConfig) -> Transport:
-        cached = self._transports.get(cluster.name)
+    def transport(self, cluster: ClusterConfig, machine: Machine | None = None) -> Transport:
+        """The transport to *cluster*'s standing host, or to *machine* when the backend
+        created one for an attempt; opened once per invocation and shared."""
+        key = (cluster.name, machine.id if machine is not None else None)
+        cached = self._transports.get(key)
         if cached is None:
-            cached = self.hook("runjob_transport", cluster.type)(cluster=cluster, context=self) or LocalTransport()
-            self._transports[cluster.name] = cached
+            caller = self.hook("runjob_transport", cluster.type)
+            cached = caller(cluster=cluster, machine=machine, context=self) or LocalTransport()
+            self._transports[key] = cached
         return cached
+
+    def transport_for(self, submission: Submission) -> Transport:
+        """The transport that reaches the machine *submission* runs on."""
+        cluster = self.clusters.get(submission.cluster)
+        if cluster is None:
+            from runjob_core.errors import RunjobError
+
+            message = f"job {submission.job_id} ran on cluster {submission.cluster!r}, which is no longer in clusters.yaml"
+            raise RunjobError(message)
+        return self.transport(cluster, submission.machine)
+
+    def backend_info(self, backend: str) -> BackendInfo:
+        """What backend *backend* declares (its option schema, poll interval, machines)."""
+        if self._backends is None:
+            from runjob_core.plugins import backend_infos
+
+            self._backends = backend_infos(self.pm)
+        return self._backends.get(backend) or BackendInfo(name=backend, source="runjob-core")
 
     def hook(self, name: str, backend: str) -> Any:
         """The caller of hook *name* routed to *backend* (cached: the monitor calls it per job)."""

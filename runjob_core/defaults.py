@@ -48,40 +48,21 @@ def runjob_estimate(job, cluster, context):
 
 
 @hookimpl(trylast=True)
-def runjob_render(job, cluster, templates, context):
+def runjob_render(job, attempt, cluster, templates, context):
     """Render ``<backend>.sh.j2`` if the backend ships one, else the job's template."""
-    current = context.current
     backend_template = f"{cluster.type}.sh.j2"
     try:
         templates.get_template(backend_template)
         name = backend_template
     except templating.jinja2.TemplateNotFound:
         name = f"{job.template}.sbatch.j2"
-    variables = {"job": job, "cluster": cluster, "runjob": current.template_vars()}
+    variables = {"job": job, "cluster": cluster, "runjob": attempt.template_vars()}
     script = templating.render(templates, name, variables, job_source=job.source)
     return Rendered(script=script, template=name, source=SOURCE)
 
 
 @hookimpl(trylast=True)
-def runjob_collect(submission, status, dest, context):
-    """After the backend downloaded the results: publish and verify (when ``upload.repo`` is
-    set), then validate. Every step becomes an artifact and an event."""
-    from runjob_core import artifacts
-
-    row = context.store.get_job(submission.job_id)
-    job = row.spec
-    if not artifacts.main_results_file(dest):
-        return []
-    found = []
-    if job.upload.repo:
-        attempts = len(context.store.attempts(row.id))
-        found += artifacts.publish(dest, job, row, attempts, row.script, submission.cluster)
-    found += artifacts.validate(dest, job)
-    return found
-
-
-@hookimpl(trylast=True)
-def runjob_resume(submission, status, context):
+def runjob_resume(job, submission, status, context):
     """Resume from the newest complete checkpoint in the job's checkpoint folder.
 
     A checkpoint counts only if its completion marker (written by
@@ -89,8 +70,7 @@ def runjob_resume(submission, status, context):
     match. Without any, the job resumes from its results alone (rows already written are
     skipped by ``ResultsWriter``).
     """
-    cluster = context.clusters[submission.cluster]
-    transport = context.transport(cluster)
+    transport = context.transport_for(submission)
     root = submission.checkpoint_dir
     best, best_step, skipped = None, -1, []
     if root:

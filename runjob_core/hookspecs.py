@@ -2,8 +2,10 @@
 
 Every hook is called with keyword arguments. An implementation may accept any subset of
 a hook's parameters, so new parameters can be added without breaking plugins. Parameters
-have no defaults. Records returned by hooks are frozen attrs classes from
-:mod:`runjob_core.models` and name the plugin that made them in ``source``.
+have no defaults. Records passed to and returned by hooks are frozen attrs classes from
+:mod:`runjob_core.models`; the ones a hook returns name the plugin that made them in
+``source``. Everything a hook needs arrives as a parameter: there is no "current job"
+hidden in the context.
 
 Two kinds of call:
 
@@ -18,16 +20,37 @@ Two kinds of call:
     it implements :func:`runjob_submit`; its entry-point name is the backend name that
     ``type:`` in ``clusters.yaml`` refers to.
 
+The life of one attempt, in call order (routed hooks to the job's backend)::
+
+    runjob_estimate      pre-flight (with runjob_references), nothing exists yet
+    runjob_provision     a backend that rents a machine per attempt creates it (else None)
+    runjob_transport     the transport to that machine (or to the cluster's standing host)
+    runjob_render        the job script
+    (the core stages the script, params and job-side library through the transport)
+    runjob_submit        start it; the attempt's tag goes with it
+    runjob_poll          every cycle, batched per cluster
+    runjob_check_health  every cycle the job changed, with the new log text and progress
+    runjob_resume        after a time limit, preemption or a resumable loss
+    runjob_collect       download, then publish and validate
+    runjob_release       the machine of runjob_provision is given back
+
 Expected failures (the scheduler said no, the host is unreachable, the token was
 refused) are raised as :class:`runjob_core.errors.BackendError` or
 :class:`runjob_core.errors.TransportError` with a message that says what to do; the CLI
-prints it on one line. Any other exception is reported as a bug in the plugin, with its
-traceback.
+prints it on one line. Any other exception raised by a plugin is a bug in that plugin:
+the core records it as one ``plugin_error`` event naming the plugin, keeps the traceback
+in the log, and carries on where it can (a failing health checker never stops monitoring
+or collecting; a failing backend fails only its own jobs).
 
 The ``context`` parameter is a :class:`runjob_core.context.RunContext`: the state store,
-the state directory, the one process runner (:func:`runjob_core.execute.run`) and the
-transports of this invocation. Plugins keep per-invocation state in
+the state directory, the one process runner (``context.run``), the clusters and the
+transports of this invocation (``context.transport(cluster, machine)``,
+``context.transport_for(submission)``). Plugins keep per-invocation state in
 ``context.scratchpad(plugin_name)``, never in module globals.
+
+A backend's first step is :func:`runjob_backend_info`; the plugin authors' guide
+(``docs/plugin-authors.md``) walks through a whole backend, and
+:class:`runjob_core.testing.BackendContract` checks one.
 """
 
 from __future__ import annotations
@@ -39,20 +62,24 @@ import pluggy
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from pathlib import Path
+    from typing import Any
 
     import jinja2
 
     from runjob_core.context import RunContext
     from runjob_core.models import (
         Artifact,
+        Attempt,
+        BackendInfo,
+        CheckResult,
         ClusterConfig,
         Estimate,
         Finding,
         JobSpec,
         JobStatus,
+        Machine,
         Reference,
         Rendered,
-        CheckResult,
         ResumePlan,
         Submission,
     )
@@ -62,57 +89,85 @@ hookspec = pluggy.HookspecMarker("runjob")
 
 
 @hookspec
+def runjob_backend_info() -> BackendInfo | None:
+    """Describe your backend: its cluster keys, whether it creates machines, its cadence.
+
+    Called when the core first needs to know (loading ``clusters.yaml``, checking a
+    cluster, choosing the poll interval). It takes no parameters: a declaration, the same
+    every time.
+
+    :returns: A :class:`BackendInfo` whose ``name`` is your backend name (your entry-point
+        name), or ``None`` if your plugin is not a backend. ``options`` is an attrs class
+        of the keys your clusters take beside the core's (``api_url``, ``gpu_types``...),
+        validated with the same file/key-path/did-you-mean errors as the core's keys.
+
+    Result: called on every plugin; each backend's answer is kept by its ``name``.
+
+    .. versionadded:: 0.2
+    """
+
+
+@hookspec
 def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -> Estimate | None:
     """Estimate what running *job* on *cluster* would take, before anything is queued.
 
-    Called during pre-flight (``runjob plan``, ``runjob submit``, ``runjob run``), before
-    rendering. Memory estimators, backends (queue wait, cost) and benchmark references
-    (throughput) answer.
+    Called during pre-flight (``runjob plan``, ``runjob submit``, ``runjob run`` and
+    :class:`runjob_core.api.Session`), before rendering. Memory estimators, backends (queue
+    wait, cost, partition limits) and benchmark references (throughput) answer.
 
     :param job: The validated job specification.
-    :param cluster: The cluster the job is meant for.
+    :param cluster: The cluster the job is meant for; its ``type`` is the backend.
     :param context: This invocation's context.
     :returns: An :class:`Estimate` naming your plugin in ``source``, or ``None`` if you
-        have nothing to say about *job*. ``fits=False`` makes ``submit`` refuse the job
+        have nothing to say about *job*. ``fits=False`` makes pre-flight refuse the job
         unless the user passes ``--force``; give ``suggestions`` that say what to change.
 
-    Result: called on every plugin; all non-None estimates are used.
+    Result: routed to the cluster's backend (plus every non-backend plugin); all non-None
+    estimates are used.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 routed: another backend's estimate no longer runs for the job.
     """
 
 
 @hookspec(firstresult=True)
-def runjob_render(
-    job: JobSpec, cluster: ClusterConfig, templates: jinja2.Environment, context: RunContext
-) -> Rendered | None:
-    """Render the job script of *job* for *cluster*.
+def runjob_provision(job: JobSpec, attempt: Attempt, cluster: ClusterConfig, context: RunContext) -> Machine | None:
+    """Create the machine *attempt* will run on, when your backend rents one per job.
 
-    Called once per attempt before :func:`runjob_submit`, and by ``runjob render``.
-    A backend adds its own lines (``#SBATCH`` directives, module loads) by rendering its
-    own template, which extends the job's template (``base``, ``training`` or ``vllm``).
+    Called once per attempt, after the attempt is recorded as ``SUBMITTING`` and before
+    anything is staged. Wait until the machine is reachable (show progress through
+    ``context.event``), and name it with ``attempt.tag`` so that :func:`runjob_reattach`
+    finds it if runjob dies meanwhile. If anything after this fails, the core calls
+    :func:`runjob_release` with the machine.
 
-    :param templates: The Jinja2 environment (user templates, then plugin packages, then
-        the core's). It uses ``StrictUndefined`` and provides the ``sh`` filter, which
-        shell-quotes a value; every value that lands in a shell line must pass through it.
-    :returns: A :class:`Rendered`, or ``None`` to let the core's default render the
-        job's template as it is.
+    :param job: The job being submitted.
+    :param attempt: The attempt (id, number, tag, layout, resume point).
+    :param cluster: The job's cluster.
+    :param context: This invocation's context.
+    :returns: A :class:`Machine`, or ``None`` for a backend with a standing host (SLURM,
+        local: the default).
+    :raises runjob_core.errors.BackendError: No machine could be had (no capacity in any
+        GPU type, budget exceeded, key refused); nothing may be left running.
 
-    Result: routed to the job's backend; the first non-None result wins. The core's
-    default implementation runs last.
+    Result: routed to the cluster's backend; the first non-None result wins.
 
-    .. versionadded:: 0.1
+    .. versionadded:: 0.2
     """
 
 
 @hookspec(firstresult=True)
-def runjob_transport(cluster: ClusterConfig, context: RunContext) -> Transport | None:
+def runjob_transport(cluster: ClusterConfig, machine: Machine | None, context: RunContext) -> Transport | None:
     """Return the transport (run a command, move files, read logs) for *cluster*.
 
-    Called at most once per cluster per invocation: the core caches the answer in the
-    context, so one connection serves every job on that cluster. Open connections
-    lazily, on first use, so ``runjob status`` of local jobs never dials a remote host.
+    Called at most once per cluster and machine per invocation: the core caches the answer
+    in the context, so one connection serves every job on a standing cluster. Open
+    connections lazily, on first use, so ``runjob status`` of local jobs never dials a
+    remote host.
 
+    :param cluster: The cluster.
+    :param machine: The machine :func:`runjob_provision` created for an attempt (the
+        transport must reach it), or ``None`` for the cluster's standing host.
+    :param context: This invocation's context.
     :returns: A :class:`runjob_core.transport.Transport`, or ``None`` for the core's
         local transport.
     :raises runjob_core.errors.TransportError: The cluster config cannot describe a
@@ -121,35 +176,83 @@ def runjob_transport(cluster: ClusterConfig, context: RunContext) -> Transport |
     Result: routed to the cluster's backend; the first non-None result wins.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *machine* parameter.
     """
 
 
 @hookspec
-def runjob_check_cluster(cluster: ClusterConfig, transport: Transport, context: RunContext) -> Iterable[CheckResult] | None:
-    """Check that *cluster* is usable (``runjob clusters check NAME``), after the core's own
-    checks (connect, whoami, scratch writable, free disk) passed.
+def runjob_check_cluster(cluster: ClusterConfig, transport: Transport | None, context: RunContext) -> Iterable[CheckResult] | None:
+    """Check that *cluster* is usable (``runjob clusters check NAME``).
 
     A backend adds what only it knows: ``squeue -u $USER`` answers, the default partition
-    exists, the API key is accepted. Each failed row says how to fix it.
+    exists, the API key is accepted, the GPU types are in the catalog. Each failed row says
+    how to fix it. A check must not start a job or rent a machine.
+
+    :param cluster: The cluster to check.
+    :param transport: The transport to its standing host, after the core's own checks
+        (connect, whoami, scratch writable, free disk) passed; ``None`` for a backend whose
+        :class:`BackendInfo` says ``machine_per_job`` (there is no host to check, and your
+        rows replace the core's).
+    :param context: This invocation's context.
+    :returns: :class:`CheckResult` rows.
 
     Result: routed to the cluster's backend (plus non-backend plugins); all rows shown.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 *transport* is ``None`` for machine-per-job backends.
     """
 
 
 @hookspec(firstresult=True)
-def runjob_submit(job: JobSpec, rendered: Rendered, cluster: ClusterConfig, context: RunContext) -> Submission | None:
+def runjob_render(
+    job: JobSpec, attempt: Attempt, cluster: ClusterConfig, templates: jinja2.Environment, context: RunContext
+) -> Rendered | None:
+    """Render the job script of *attempt* of *job* for *cluster*.
+
+    Called once per attempt before :func:`runjob_submit`, and by ``runjob render`` /
+    ``runjob plan`` (with a placeholder attempt ``rj-preview``). A backend adds its own
+    lines (``#SBATCH`` directives, module loads) by rendering its own template, which
+    extends the job's template (``base``, ``training`` or ``vllm``).
+
+    :param job: The job specification.
+    :param attempt: The attempt: ``attempt.template_vars()`` are the templates' ``runjob``
+        variables (paths of the layout, tag, resume point, canary limit).
+    :param cluster: The job's cluster.
+    :param templates: The Jinja2 environment (user templates, then plugin packages, then
+        the core's). It uses ``StrictUndefined`` and provides the ``sh`` filter, which
+        shell-quotes a value; every value that lands in a shell line must pass through it.
+    :param context: This invocation's context.
+    :returns: A :class:`Rendered`, or ``None`` to let the core's default render the
+        job's template as it is.
+
+    Result: routed to the job's backend; the first non-None result wins. The core's
+    default implementation runs last.
+
+    .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *attempt* parameter (was ``context.current``).
+    """
+
+
+@hookspec(firstresult=True)
+def runjob_submit(
+    job: JobSpec, attempt: Attempt, rendered: Rendered, cluster: ClusterConfig, transport: Transport, context: RunContext
+) -> Submission | None:
     """Submit *rendered* to your backend and return a handle for later calls.
 
     Called once per attempt, after the store has recorded the attempt as ``SUBMITTING``
-    with its tag (``context.current.tag``). The backend must attach the tag to the job
-    (a SLURM ``--comment``, a pod label, a pid file name) so that
+    with its tag and after the core staged the script, ``params.json`` and the job-side
+    library into ``attempt.layout.job_dir`` through *transport*. The backend must attach
+    ``attempt.tag`` to the job (a SLURM ``--comment``, a pod name, a pid file name) so that
     :func:`runjob_reattach` can find the job if runjob dies before it records the result.
 
     :param job: The job being submitted.
-    :param rendered: The script produced by :func:`runjob_render`.
+    :param attempt: The attempt; ``attempt.submission(...)`` builds the returned record
+        with every path (and the machine) filled in.
+    :param rendered: The script produced by :func:`runjob_render`; it is at
+        ``attempt.layout.job_dir + "/" + rendered.script_name``.
     :param cluster: The job's cluster; its ``type`` is your backend name.
+    :param transport: The transport to the machine the attempt runs on.
+    :param context: This invocation's context.
     :returns: A :class:`Submission` whose ``backend`` is your backend name. Put any
         JSON-safe data you need later in ``extra``; it is kept in the state store.
     :raises runjob_core.errors.BackendError: The backend refused the job; the message
@@ -160,23 +263,33 @@ def runjob_submit(job: JobSpec, rendered: Rendered, cluster: ClusterConfig, cont
     A plugin is a *backend* exactly when it implements this hook.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *attempt* and *transport* parameters.
     """
 
 
 @hookspec(firstresult=True)
-def runjob_reattach(job: JobSpec, tag: str, cluster: ClusterConfig, context: RunContext) -> Submission | None:
+def runjob_reattach(job: JobSpec, attempt: Attempt, tag: str, cluster: ClusterConfig, context: RunContext) -> Submission | None:
     """Find a job submitted earlier with *tag* whose submission was never recorded.
 
     Called when the store holds an attempt stuck in ``SUBMITTING`` (runjob was killed
     between submitting and recording). Answering makes runjob attach to the running job
-    instead of submitting it a second time.
+    instead of submitting it a second time. If your backend cannot tell right now (the
+    scheduler does not answer), raise :class:`runjob_core.errors.TransportError`: the
+    core then retries later instead of submitting a second copy.
 
+    :param job: The job.
+    :param attempt: The attempt being reattached (``attempt.machine`` is the machine
+        provisioned for it, if the core recorded one before it died).
+    :param tag: The tag to look for (``attempt.tag``).
+    :param cluster: The job's cluster.
+    :param context: This invocation's context.
     :returns: The :class:`Submission` of the job carrying *tag*, or ``None`` if your
         backend has no such job (the core then submits it).
 
     Result: routed to the cluster's backend; the first non-None result wins.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *attempt* parameter.
     """
 
 
@@ -188,12 +301,16 @@ def runjob_poll(
 
     Called once per monitoring cycle **per cluster**, with every active submission on
     that cluster: a backend must answer all of them with a constant number of remote
-    calls (one ``squeue`` plus one ``sacct`` for the jobs that left the queue), never
-    one call per job.
+    calls (one ``squeue`` plus one ``sacct`` for the jobs that left the queue; one API
+    list call), never one scheduler call per job.
 
     :param submissions: The active submissions of *cluster* (may be empty).
+    :param cluster: The cluster.
+    :param context: This invocation's context.
     :returns: A mapping from ``submission.backend_job_id`` to :class:`JobStatus`. A job
-        the backend cannot find anywhere is ``LOST``, never silently left out.
+        the backend cannot find anywhere is ``LOST``, never silently left out; set
+        ``resumable=True`` on a ``LOST`` status when the work can continue on a new
+        machine (a reclaimed spot pod).
 
     Result: routed to the cluster's backend; the first non-None result wins.
 
@@ -205,10 +322,14 @@ def runjob_poll(
 def runjob_cancel(submissions: Sequence[Submission], cluster: ClusterConfig, context: RunContext) -> Sequence[str] | None:
     """Cancel every submission in *submissions* (one call for many jobs).
 
+    :param submissions: The active submissions to cancel, all on *cluster*.
+    :param cluster: The cluster.
+    :param context: This invocation's context.
     :returns: The backend job ids that were cancelled (or had already ended).
     :raises runjob_core.errors.BackendError: The backend refused to cancel.
 
-    Result: routed to the cluster's backend; the first non-None result wins.
+    Result: routed to the cluster's backend; the first non-None result wins. The core
+    then calls :func:`runjob_release` for every cancelled attempt's machine.
 
     .. versionadded:: 0.1
     """
@@ -216,18 +337,27 @@ def runjob_cancel(submissions: Sequence[Submission], cluster: ClusterConfig, con
 
 @hookspec
 def runjob_check_health(
-    submission: Submission, status: JobStatus, window: str, context: RunContext
+    job: JobSpec, submission: Submission, status: JobStatus, window: str, progress: Mapping[str, Any] | None,
+    context: RunContext,
 ) -> Iterable[Finding] | None:
     """Look at what a running or finished job did since the last cycle.
 
     Called once per monitoring cycle for every job whose status or logs changed, and
-    once more when the job ends. Checkers are *streaming*: *window* holds only the log
-    text that arrived since the previous call for this submission, never the whole log
-    again. Keep per-submission state in ``context.scratchpad(...)``.
+    once more when the job ends; ``runjob health scan FILE`` calls it too, with the file's
+    text as windows and a ``scan`` submission (``submission.backend == "scan"``).
+    Checkers are *streaming*: *window* holds only the log text that arrived since the
+    previous call for this submission, never the whole log again. Keep per-submission
+    state in ``context.scratchpad(...)`` keyed by ``submission.tag``.
 
+    :param job: The job's specification (its ``health`` policy, ``model.max_tokens``,
+        ``checkpoint.every``).
     :param submission: The attempt being watched.
     :param status: Its status from this cycle's :func:`runjob_poll`.
     :param window: New log text (complete lines only) since the previous call.
+    :param progress: The job's progress file as the job last wrote it (``step``,
+        ``rows_done``, ``total``, ``updated_at``, ``metrics``), or ``None`` when it has
+        written none.
+    :param context: This invocation's context.
     :returns: Findings, each with a stable ``label`` and an ``action`` (``stop``,
         ``resume``, ``retry``, ``warn``, ``continue``). An empty iterable or ``None`` means
         nothing to report.
@@ -236,37 +366,77 @@ def runjob_check_health(
     all findings are recorded as events and their actions applied.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *job* and *progress* parameters.
     """
 
 
 @hookspec
-def runjob_collect(submission: Submission, status: JobStatus, dest: Path, context: RunContext) -> Iterable[Artifact] | None:
+def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest: Path, context: RunContext) -> Iterable[Artifact] | None:
     """Collect what a finished job produced into *dest*, then publish and check it.
 
-    Backends download (``tryfirst``); publishers, verifiers and validators run after
-    them and see the downloaded files in *dest*.
+    Backends download (``tryfirst``); publishers, verifiers and validators (the
+    ``runjob-hub`` plugin) run after them and see the downloaded files in *dest*.
 
-    :param dest: The local results folder of the job (``./results/<job name>/``).
+    :param job: The job's specification (``upload.repo``, ``columns``, ``model``).
+    :param submission: The attempt whose results are collected (the latest one).
+    :param status: Its final status as recorded.
+    :param dest: The local results folder of the job (``./results/<job name>/``). Write
+        nothing outside it.
+    :param context: This invocation's context.
     :returns: :class:`Artifact` records. An artifact with ``kind="problem"`` and
         ``data["severity"] == "error"`` stops the chain from reporting success.
 
     Result: routed (the job's backend, plus every non-backend plugin); all answers used.
+    The core then calls :func:`runjob_release` for the attempt's machine.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *job* parameter.
     """
 
 
 @hookspec(firstresult=True)
-def runjob_resume(submission: Submission, status: JobStatus, context: RunContext) -> ResumePlan | None:
-    """Plan how to continue *submission* after it stopped early (time limit, preemption).
+def runjob_resume(job: JobSpec, submission: Submission, status: JobStatus, context: RunContext) -> ResumePlan | None:
+    """Plan how to continue *submission* after it stopped early (time limit, preemption,
+    a lost machine the backend marked ``resumable``).
 
+    A backend whose machines vanish with their disks answers from where its checkpoints
+    survive (a network volume, the Hub); the core's default looks in the attempt's
+    checkpoint folder through ``context.transport_for(submission)``.
+
+    :param job: The job's specification.
+    :param submission: The attempt that stopped.
+    :param status: How it stopped.
+    :param context: This invocation's context.
     :returns: A :class:`ResumePlan` naming the newest complete checkpoint and the
         environment the next attempt gets, or ``None`` when the job cannot resume.
 
     Result: routed to the job's backend, first non-None result; the core's default
-    implementation (checkpoint folder on the cluster, via the transport) runs last.
+    implementation (checkpoint folder, via the attempt's transport) runs last.
 
     .. versionadded:: 0.1
+    .. versionchanged:: 0.2 the *job* parameter.
+    """
+
+
+@hookspec
+def runjob_release(machine: Machine, submission: Submission | None, cluster: ClusterConfig, reason: str, context: RunContext) -> None:
+    """Give back the machine :func:`runjob_provision` created (terminate the pod).
+
+    Called once the machine is no longer needed: after collect, after a cancel, after an
+    attempt ended any other way than completing (once its last log lines were read and
+    its resume planned), and when submitting failed after provisioning. Must be
+    idempotent: releasing a machine that is already gone is not an error.
+
+    :param machine: The machine to release.
+    :param submission: The attempt's submission, or ``None`` when it never got one.
+    :param cluster: The cluster it belongs to.
+    :param reason: Why, for your messages (``collected``, ``cancelled``, ``ended FAILED``,
+        ``submit failed``).
+    :param context: This invocation's context.
+
+    Result: routed to the cluster's backend; return values are ignored.
+
+    .. versionadded:: 0.2
     """
 
 
@@ -275,6 +445,9 @@ def runjob_references(context: RunContext) -> Iterable[Reference] | None:
     """Return benchmark references this plugin ships.
 
     Called during pre-flight to find the reference of ``job.benchmark`` by name or alias.
+
+    :param context: This invocation's context.
+    :returns: :class:`Reference` records (``rules`` are checked against the job spec).
 
     Result: called on every plugin; all references are used (the user's own project
     references win over a plugin's with the same name).

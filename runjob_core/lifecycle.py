@@ -1,7 +1,8 @@
-"""The phases of a job as library functions: the only caller of hooks.
+"""The phases of a job as library functions; the CLI commands and :mod:`runjob_core.api`
+are thin wrappers around them.
 
-Every phase records what it did as events in the store (the activity log); the CLI
-commands are thin wrappers around these functions, and lab tooling can call them too.
+Every phase records what it did as events in the store (the activity log). The hooks a
+phase calls get everything they need as parameters (:mod:`runjob_core.hookspecs`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Any
 import attrs
 
 from runjob_core import config, plugins, staging, templating
-from runjob_core.context import CurrentAttempt, RunContext
+from runjob_core.context import RunContext
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
-from runjob_core.models import ACTIVE_STATES, ClusterConfig, Estimate, JobSpec, JobStatus, Rendered, Submission
-from runjob_core.store import JobRow, Store, new_job_id, state_dir
+from runjob_core.models import (
+    ACTIVE_STATES, Attempt, ClusterConfig, Estimate, JobSpec, JobStatus, Machine, Rendered, Submission,
+)
+from runjob_core.store import AttemptRow, JobRow, Store, attempt_tag, new_job_id, state_dir
 
 
 def open_context(
@@ -27,9 +30,17 @@ def open_context(
     """Load clusters and plugins and open the state store of the working directory."""
     if pm is None:
         pm, _infos = plugins.get_plugin_manager()
-    clusters = config.load_clusters(clusters_path)
+    clusters = config.load_clusters(clusters_path, backends=plugins.backend_infos(pm))
     folder = state_dir()
     return RunContext(store=store or Store(folder / "state.db"), pm=pm, clusters=clusters, state_dir=folder, on_event=on_event)
+
+
+def offline_context(pm=None) -> RunContext:
+    """A context for work that touches no job and no cluster (an offline log scan, the
+    reference list): the plugins, the built-in local cluster, an in-memory store."""
+    if pm is None:
+        pm, _infos = plugins.get_plugin_manager()
+    return RunContext(store=Store(Path(":memory:")), pm=pm, clusters={"local": config.local_cluster()}, state_dir=state_dir())
 
 
 def cluster_for(context: RunContext, job: JobSpec) -> ClusterConfig:
@@ -38,6 +49,15 @@ def cluster_for(context: RunContext, job: JobSpec) -> ClusterConfig:
         known = ", ".join(sorted(context.clusters))
         raise ConfigError(job.source, [f"unknown cluster {job.cluster!r} at $.cluster in {job.source}; known clusters: {known}"])
     plugins.require_backend(context.pm, cluster.type, cluster=cluster.name)
+    return cluster
+
+
+def job_cluster(context: RunContext, row: JobRow) -> ClusterConfig:
+    """The cluster a recorded job ran on (it may have left clusters.yaml since)."""
+    cluster = context.clusters.get(row.cluster)
+    if cluster is None:
+        message = f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml; put it back to reach the job"
+        raise RunjobError(message)
     return cluster
 
 
@@ -69,7 +89,9 @@ class Preflight:
 def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, canary: bool = False) -> Preflight:
     """Estimates (memory, time), the benchmark reference's rules: what would make the job fail
     or give a wrong number, before anything waits in a queue."""
-    estimates = [e for e in context.pm.hook.runjob_estimate(job=job, cluster=cluster, context=context) if e is not None]
+    caller = context.hook("runjob_estimate", cluster.type)
+    estimates = plugins.call_each(caller, {"job": job, "cluster": cluster, "context": context},
+                                  on_error=lambda name, exc: plugin_failed(context, None, "runjob_estimate", name, exc))
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
     if not (job.benchmark or job.data.input):
@@ -89,24 +111,24 @@ def templates_for(context: RunContext):
     return templating.make_environment(user_dir=Path(".runjob/templates"), plugins=plugin_objects)
 
 
-def prepare_attempt(
-    context: RunContext, job: JobSpec, cluster: ClusterConfig, *, job_id: str, attempt: int, tag: str,
-    resume_from: str | None = None, resume_env: dict[str, str] | None = None, limit: int | None = None,
-) -> CurrentAttempt:
-    transport = context.transport(cluster)
-    layout = staging.layout_for(job, cluster, job_id, attempt, transport, context.state_dir)
-    current = CurrentAttempt(
-        job_id=job_id, attempt=attempt, tag=tag, layout=layout, resume_from=resume_from,
-        resume_env=resume_env or {}, limit=limit,
-    )
-    context.current = current
-    return current
+def new_attempt(
+    context: RunContext, job: JobSpec, cluster: ClusterConfig, *, job_id: str, n: int, resume_from: str | None = None,
+    resume_env: dict[str, str] | None = None, limit: int | None = None, machine: Machine | None = None,
+) -> Attempt:
+    """The :class:`Attempt` record the hooks get: tag and file layout of attempt *n*."""
+    info = context.backend_info(cluster.type)
+    # A backend that creates its machine per attempt has no host to ask yet: its layout
+    # comes from the cluster's scratch_path alone.
+    transport = None if info.machine_per_job and machine is None else context.transport(cluster, machine)
+    layout = staging.layout_for(job, cluster, job_id, n, transport, context.state_dir)
+    return Attempt(job_id=job_id, n=n, tag=attempt_tag(job_id, n), layout=layout, resume_from=resume_from,
+                   resume_env=resume_env or {}, limit=limit, machine=machine)
 
 
-def render(context: RunContext, job: JobSpec, cluster: ClusterConfig) -> Rendered:
-    """Render the script of the attempt in ``context.current``."""
+def render(context: RunContext, job: JobSpec, attempt: Attempt, cluster: ClusterConfig) -> Rendered:
+    """Render the script of *attempt*."""
     caller = context.hook("runjob_render", cluster.type)
-    rendered = caller(job=job, cluster=cluster, templates=templates_for(context), context=context)
+    rendered = caller(job=job, attempt=attempt, cluster=cluster, templates=templates_for(context), context=context)
     if rendered is None:
         raise RunjobError(f"no plugin rendered a script for backend {cluster.type!r}")
     return rendered
@@ -114,8 +136,8 @@ def render(context: RunContext, job: JobSpec, cluster: ClusterConfig) -> Rendere
 
 def render_preview(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, limit: int | None = None) -> Rendered:
     """Render with placeholder ids, without touching the store or the cluster's files."""
-    prepare_attempt(context, job, cluster, job_id="rj-preview", attempt=1, tag="runjob:rj-preview:1", limit=limit)
-    return render(context, job, cluster)
+    attempt = new_attempt(context, job, cluster, job_id="rj-preview", n=1, limit=limit)
+    return render(context, job, attempt, cluster)
 
 
 def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None = None) -> list[tuple[str, str]]:
@@ -137,6 +159,63 @@ def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None 
     return rows
 
 
+# ---------------------------------------------------------------------------- the gate
+
+
+@attrs.frozen
+class Launched:
+    """What :func:`launch` did: the job row, its submission and the pre-flight verdict."""
+
+    row: JobRow
+    submission: Submission
+    preflight: Preflight | None
+    kind: str
+
+
+def launch(
+    context: RunContext, job: JobSpec, *, spec_path: str | None = None, canary: bool = False, force: bool = False,
+    new: bool = False, confirm: Callable[[JobSpec, ClusterConfig, Rendered], bool] | None = None,
+    failed_canary: bool | Callable[[str], bool] = False, on_preflight: Callable[[Preflight], None] | None = None,
+) -> Launched:
+    """The one gate every submission goes through: cluster -> canary -> pre-flight ->
+    refusal -> review -> submit. ``runjob run``, ``runjob submit`` and
+    :meth:`runjob_core.api.Session.submit` all call it.
+
+    *canary* submits the job's canary variant (row limit, shorter time, own results). For a
+    full job whose last canary failed, *failed_canary* decides: ``True`` goes on, ``False``
+    refuses, a callable is asked with the warning. Pre-flight problems refuse the job
+    unless *force*. *confirm* is the review (``None``: no review).
+    """
+    cluster = cluster_for(context, job)
+    if not context.backend_info(cluster.type).machine_per_job:
+        context.transport(cluster).warm()
+    kind = "full"
+    if canary:
+        job, kind = apply_canary(job), "canary"
+    else:
+        warning = failed_canary_warning(context, job)
+        if warning is not None:
+            go_on = failed_canary(warning) if callable(failed_canary) else failed_canary
+            if not go_on:
+                raise RefusedError(f"{warning}; pass --yes to run the full job anyway (failed_canary=True from Python), "
+                                   "or run the canary again")
+    checks = preflight(context, job, cluster, canary=canary)
+    if on_preflight is not None:
+        on_preflight(checks)
+    if checks.refused and not force:
+        raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
+    row, submission = submit(context, job, cluster, spec_path=spec_path, kind=kind, new=new, confirm=confirm)
+    return Launched(row, submission, checks, kind)
+
+
+def failed_canary_warning(context: RunContext, job: JobSpec) -> str | None:
+    """Why the full job should wait: its last canary did not end well (else ``None``)."""
+    canary = context.store.latest_canary(job.name)
+    if canary is None or canary.state == "COMPLETED" and not (canary.outcome or "").startswith(("stopped", "failed")):
+        return None
+    return f"the last canary of {job.name} ({canary.id}) ended {canary.state}: {canary.outcome or 'see runjob report ' + canary.id}"
+
+
 # ---------------------------------------------------------------------------- submit
 
 
@@ -147,10 +226,10 @@ def submit(
 ) -> tuple[JobRow, Submission]:
     """Submit *job* as a new runjob job, or reattach to the same spec already submitted.
 
-    A job with the same name and spec hash whose latest attempt is still active is
-    returned as it is (unless *new*); one stuck in SUBMITTING (runjob was killed while
-    submitting) is reattached through its tag, and only submitted if the backend has no
-    job with that tag.
+    No pre-flight here: :func:`launch` is the gate that runs it. A job with the same name
+    and spec hash whose latest attempt is still active is returned as it is (unless
+    *new*); one stuck in SUBMITTING (runjob was killed while submitting) is reattached
+    through its tag, and only submitted if the backend has no job with that tag.
     """
     spec_hash = config.spec_hash(job)
     if not new:
@@ -164,9 +243,8 @@ def submit(
             return row, _submit_attempt(context, row, job, cluster, attempt_row=attempt)
     # Render and review before anything is recorded: a refusal leaves nothing behind.
     job_id = new_job_id()
-    prepare_attempt(context, job, cluster, job_id=job_id, attempt=1, tag=f"runjob:{job_id}:1",
-                    limit=job.canary.limit if kind == "canary" else None)
-    rendered = render(context, job, cluster)
+    attempt = new_attempt(context, job, cluster, job_id=job_id, n=1, limit=job.canary.limit if kind == "canary" else None)
+    rendered = render(context, job, attempt, cluster)
     if confirm is not None and not confirm(job, cluster, rendered):
         raise RefusedError("not submitted: the review was not confirmed")
     context.store.create_job(
@@ -175,7 +253,7 @@ def submit(
     )
     row = context.store.get_job(job_id)
     context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
-    return row, _submit_attempt(context, row, job, cluster, attempt_row=None, rendered=rendered)
+    return row, _submit_attempt(context, row, job, cluster, attempt_row=None, attempt=attempt, rendered=rendered)
 
 
 def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
@@ -183,38 +261,54 @@ def _existing_active(store: Store, name: str, spec_hash: str, kind: str):
     return (store.get_job(found.job_id), found) if found else None
 
 
-def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row, rendered: Rendered | None = None,
+def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterConfig, attempt_row: AttemptRow) -> Submission | Attempt:
+    """Killed while submitting: ask the backend whether the job with this tag exists.
+    Returns its submission, or the attempt to submit again (with its machine, if one was made)."""
+    attempt = new_attempt(context, job, cluster, job_id=row.id, n=attempt_row.n, resume_from=attempt_row.resumed_from,
+                          limit=_limit(row, job), machine=attempt_row.machine)
+    found = context.hook("runjob_reattach", cluster.type)(job=job, attempt=attempt, tag=attempt.tag, cluster=cluster, context=context)
+    if found is None:
+        return attempt
+    context.store.record_submission(row.id, attempt.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
+    context.event(row.id, "reattached", f"found {found.backend_job_id} by its tag {attempt.tag}; not submitting again",
+                  attempt=attempt.n, source=found.source)
+    return found
+
+
+def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
+                    attempt: Attempt | None = None, rendered: Rendered | None = None,
                     resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
     store = context.store
     if attempt_row is not None:
-        # Killed while submitting: ask the backend whether the job with this tag exists.
-        current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=attempt_row.n, tag=attempt_row.tag,
-                                  resume_from=attempt_row.resumed_from, limit=_limit(row, job))
-        found = context.hook("runjob_reattach", cluster.type)(job=job, tag=attempt_row.tag, cluster=cluster, context=context)
-        if found is not None:
-            store.record_submission(row.id, attempt_row.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
-            context.event(row.id, "reattached", f"found {found.backend_job_id} by its tag {attempt_row.tag}; not submitting again",
-                          attempt=attempt_row.n, source=found.source)
+        found = _reattach(context, row, job, cluster, attempt_row)
+        if isinstance(found, Submission):
             return found
-        n = attempt_row.n
-        rendered = render(context, job, cluster)
-    elif rendered is not None:
-        current, n = context.current, 1
+        attempt, rendered = found, None
     else:
-        latest = store.latest_attempt(row.id)
-        n = latest.n + 1 if latest else 1
-        current = prepare_attempt(context, job, cluster, job_id=row.id, attempt=n, tag=f"runjob:{row.id}:{n}",
-                                  resume_from=resume_from, resume_env=resume_env, limit=_limit(row, job))
-        rendered = render(context, job, cluster)
-    store.set_job(row.id, script=rendered.script)
-    if attempt_row is None:
+        if attempt is None:
+            latest = store.latest_attempt(row.id)
+            n = latest.n + 1 if latest else 1
+            attempt = new_attempt(context, job, cluster, job_id=row.id, n=n, resume_from=resume_from,
+                                  resume_env=resume_env, limit=_limit(row, job))
         attempt_row = store.begin_attempt(row.id, resumed_from=resume_from)
-        assert attempt_row.tag == current.tag, (attempt_row.tag, current.tag)
-    transport = context.transport(cluster)
+        if attempt_row.tag != attempt.tag:
+            # Another process began an attempt of this job meanwhile: ours takes the next number.
+            attempt = new_attempt(context, job, cluster, job_id=row.id, n=attempt_row.n, resume_from=resume_from,
+                                  resume_env=resume_env, limit=_limit(row, job))
+            rendered = None
+    n = attempt.n
+    if attempt.machine is None:
+        attempt = _provision(context, row, job, cluster, attempt)
+        if attempt.machine is not None:
+            rendered = None  # paths may depend on the machine
+    if rendered is None:
+        rendered = render(context, job, attempt, cluster)
+    store.set_job(row.id, script=rendered.script)
     try:
-        staging.stage(transport, current.layout, job, rendered)
+        transport = context.transport(cluster, attempt.machine)
+        staging.stage(transport, attempt.layout, job, rendered)
         submission = context.hook("runjob_submit", cluster.type)(
-            job=job, rendered=rendered, cluster=cluster, context=context
+            job=job, attempt=attempt, rendered=rendered, cluster=cluster, transport=transport, context=context
         )
     except TransportError as exc:
         # The job may or may not have reached the scheduler: keep the attempt in
@@ -223,21 +317,73 @@ def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, 
                       "again: it finds the job by its tag or submits it", attempt=n)
         raise
     except RunjobError as exc:
-        store.delete_attempt(row.id, n)
-        latest = store.latest_attempt(row.id)
-        store.set_job(row.id, state=latest.state if latest else "REJECTED", outcome=f"submission failed: {exc}")
+        _forget_attempt(context, row, attempt, cluster, reason=f"submit failed: {exc}")
         kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
         context.event(row.id, kind, str(exc), attempt=n)
         raise
+    except BaseException:
+        # A bug in a plugin (or ^C): a rented machine must not outlive the attempt.
+        _forget_attempt(context, row, attempt, cluster, reason="submit failed")
+        raise
     if submission is None:
-        store.delete_attempt(row.id, n)
-        message = f"backend {cluster.type!r} did not submit the job"
-        raise BackendError(message)
+        _forget_attempt(context, row, attempt, cluster, reason="no backend submitted it")
+        raise BackendError(f"backend {cluster.type!r} did not submit the job")
     store.record_submission(row.id, n, config.record_to_json(submission), submission.backend_job_id, submission.submitted_at)
     what = f"resumed from {resume_from}" if resume_from else ("resubmitted" if n > 1 else "submitted")
     context.event(row.id, "submitted", f"attempt {n} {what} as {cluster.type} job {submission.backend_job_id} on {cluster.name}",
                   attempt=n, source=submission.source, backend_job_id=submission.backend_job_id, log=submission.log_path)
     return submission
+
+
+def _provision(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterConfig, attempt: Attempt) -> Attempt:
+    """Ask the backend for a machine (most have a standing host and answer None); record it
+    with the attempt before anything else, so a restarted runjob can find or release it."""
+    try:
+        machine = context.hook("runjob_provision", cluster.type)(job=job, attempt=attempt, cluster=cluster, context=context)
+    except RunjobError as exc:
+        _forget_attempt(context, row, attempt, cluster, reason=f"provisioning failed: {exc}")
+        context.event(row.id, "rejected" if isinstance(exc, BackendError) else "submit_failed", str(exc), attempt=attempt.n)
+        raise
+    if machine is None:
+        return attempt
+    context.store.update_attempt(row.id, attempt.n, machine_json=config.record_to_json(machine))
+    where = f" at {machine.host}:{machine.port}" if machine.host else ""
+    context.event(row.id, "provisioned", f"attempt {attempt.n}: machine {machine.id}{where}", attempt=attempt.n,
+                  source=machine.source, machine=machine.id)
+    return new_attempt(context, job, cluster, job_id=row.id, n=attempt.n, resume_from=attempt.resume_from,
+                       resume_env=attempt.resume_env, limit=attempt.limit, machine=machine)
+
+
+def _forget_attempt(context: RunContext, row: JobRow, attempt: Attempt, cluster: ClusterConfig, *, reason: str) -> None:
+    """An attempt that never reached the backend: release its machine, drop the record."""
+    if attempt.machine is not None:
+        release(context, row.id, attempt.n, attempt.machine, None, cluster, reason=reason)
+    store = context.store
+    store.delete_attempt(row.id, attempt.n)
+    latest = store.latest_attempt(row.id)
+    store.set_job(row.id, state=latest.state if latest else "REJECTED", outcome=reason)
+
+
+def release(context: RunContext, job_id: str, n: int, machine: Machine, submission: Submission | None,
+            cluster: ClusterConfig, *, reason: str) -> None:
+    """Give a provisioned machine back (``runjob_release``), once; a failure is recorded."""
+    caller = context.hook("runjob_release", cluster.type)
+    try:
+        caller(machine=machine, submission=submission, cluster=cluster, reason=reason, context=context)
+    except RunjobError as exc:
+        context.event(job_id, "release_failed", f"could not release machine {machine.id} ({exc}); it may still cost money: "
+                      f"runjob cancel {job_id}, or remove it in the provider's console", attempt=n)
+        return
+    context.store.update_attempt(job_id, n, released_at=time.time())
+    context.event(job_id, "released", f"attempt {n}: machine {machine.id} released ({reason})", attempt=n, machine=machine.id)
+
+
+def release_attempt(context: RunContext, row: JobRow, attempt: AttemptRow, *, reason: str) -> None:
+    """Release the machine of a recorded attempt if it has one and it is not released yet."""
+    machine = attempt.machine
+    if machine is None or attempt.released_at is not None:
+        return
+    release(context, row.id, attempt.n, machine, attempt.submission, job_cluster(context, row), reason=reason)
 
 
 def _limit(row: JobRow, job: JobSpec) -> int | None:
@@ -253,6 +399,17 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
     return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
 
 
+def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
+                  attempt: int | None = None) -> None:
+    """A plugin raised something it should not have: one event naming it, the traceback in
+    the log (``RUNJOB_DEBUG=1`` or the logging config shows it); the rest carries on."""
+    import logging
+
+    logging.getLogger("runjob").warning("plugin %r failed in %s", plugin, hook, exc_info=exc)
+    context.event(job_id, "plugin_error", f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc} "
+                  "(a bug in that plugin; the rest carried on)", attempt=attempt, source=plugin, hook=hook)
+
+
 # ---------------------------------------------------------------------------- cancel
 
 
@@ -263,6 +420,7 @@ def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the 
         if attempt.submission.backend_job_id in done:
             context.store.update_attempt(row.id, attempt.n, state="CANCELLED", ended_at=time.time(), reason=reason)
             context.event(row.id, "cancelled", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
+            release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="cancelled")
     return list(done)
 
 
@@ -281,9 +439,7 @@ def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
     attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
     if not attempts:
         return [], []
-    cluster = context.clusters.get(row.cluster)
-    if cluster is None:
-        raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
+    cluster = job_cluster(context, row)
     submissions = [a.submission for a in attempts]
     done = context.hook("runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
     return attempts, list(done)
@@ -294,6 +450,8 @@ def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
 
 @attrs.frozen
 class Collected:
+    """What collect brought home: the local results folder, the artifacts and any problem."""
+
     dest: Path
     artifacts: tuple[Any, ...]
     problems: tuple[str, ...]
@@ -333,14 +491,11 @@ def collect(context: RunContext, row: JobRow) -> Collected:
     if attempt is None or attempt.submission is None:
         raise RunjobError(f"job {row.id} was never submitted; nothing to collect")
     submission = attempt.submission
-    cluster = context.clusters.get(row.cluster)
-    if cluster is None:
-        raise RunjobError(f"job {row.id} ran on cluster {row.cluster!r}, which is no longer in clusters.yaml")
-    status = JobStatus(state=attempt.state, source="runjob-store", exit_code=attempt.exit_code, reason=attempt.reason)
+    cluster = job_cluster(context, row)
+    status = stored_status(attempt)
     dest = results_folder(row)
     dest.mkdir(parents=True, exist_ok=True)
-    caller = context.hook("runjob_collect", cluster.type)
-    artifacts = plugins.flatten(caller(submission=submission, status=status, dest=dest, context=context))
+    artifacts = _collect_artifacts(context, row, attempt.n, submission, status, dest, cluster)
     problems = []
     for artifact in artifacts:
         context.store.add_artifact(row.id, attempt=attempt.n, name=artifact.name, kind=artifact.kind,
@@ -358,4 +513,28 @@ def collect(context: RunContext, row: JobRow) -> Collected:
         _summary_event(context, row, attempt.n, artifacts)
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
+    release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
     return Collected(dest, tuple(artifacts), tuple(problems))
+
+
+def stored_status(attempt: AttemptRow) -> JobStatus:
+    """The status of an attempt as the store last recorded it."""
+    return JobStatus(state=attempt.state, source="runjob-store", exit_code=attempt.exit_code, reason=attempt.reason)
+
+
+def _collect_artifacts(context: RunContext, row: JobRow, n: int, submission: Submission, status: JobStatus, dest: Path,
+                       cluster: ClusterConfig) -> list:
+    """The backend downloads (its failure is the collect's failure); a publisher or
+    validator that breaks is reported as a problem and the others still run."""
+    from runjob_core.models import Artifact
+
+    broken: list[Artifact] = []
+
+    def failed(name: str, exc: BaseException) -> None:
+        plugin_failed(context, row.id, "runjob_collect", name, exc, attempt=n)
+        broken.append(Artifact(name=name, kind="problem", location=str(dest), source=name,
+                               data={"severity": "error", "message": f"plugin {name!r} failed: {type(exc).__name__}: {exc}"}))
+
+    caller = context.hook("runjob_collect", cluster.type)
+    kwargs = {"job": row.spec, "submission": submission, "status": status, "dest": dest, "context": context}
+    return plugins.flatten(plugins.call_each(caller, kwargs, on_error=failed)) + broken

@@ -56,6 +56,9 @@ class ClusterConfig:
     conda_env: str | None = None
     env: dict[str, str] = field(factory=dict)
     settings: dict[str, Any] = field(factory=dict)
+    #: The backend's own keys, structured by the class its :class:`BackendInfo` declares
+    #: (``None`` when the backend declares none).
+    options: Any = None
     source: str = "built-in"
 
 
@@ -191,6 +194,125 @@ class Submission:
     submitted_at: float
     source: str
     extra: dict[str, str] = field(factory=dict)
+    #: The machine the attempt runs on, when the backend created one for it
+    #: (:func:`~runjob_core.hookspecs.runjob_provision`); ``None`` on a standing cluster.
+    machine: Machine | None = None
+
+
+@frozen
+class Layout:
+    """Where one attempt's files live on the machine that runs it (all absolute paths).
+
+    ``<scratch>/jobs/<name>/<runjob id>/`` holds the script, params, progress, results and
+    checkpoints; attempts of one job share it, so a resumed attempt continues the same
+    results. ``sync_from`` is the local workdir uploaded to ``workdir`` (``None`` when the
+    job runs where the workdir already is).
+    """
+
+    scratch: str
+    job_dir: str
+    workdir: str
+    sync_from: str | None
+    results_dir: str
+    checkpoint_dir: str
+    progress_path: str
+    params_path: str
+    log_path: str
+    lib_dir: str
+    cache_dir: str
+
+
+@frozen
+class Machine:
+    """A machine a backend created for one attempt (a rented pod, a cloud VM).
+
+    Returned by :func:`~runjob_core.hookspecs.runjob_provision`, kept in the store with the
+    attempt, and handed back to :func:`~runjob_core.hookspecs.runjob_transport` so every
+    later step (staging, logs, progress, collect, resume) reaches the attempt's own machine.
+    """
+
+    #: The backend's id for it (a pod id).
+    id: str
+    #: How to reach it over SSH; ``None`` until it is reachable.
+    host: str | None
+    port: int
+    user: str
+    source: str
+    #: Backend data kept with it (JSON-safe): price per hour, pinned host key, GPU type.
+    data: dict[str, Any] = field(factory=dict)
+
+
+@frozen
+class Attempt:
+    """One attempt of one job, as the core hands it to render, submit and reattach.
+
+    Built by the core before :func:`~runjob_core.hookspecs.runjob_render`; a backend never
+    makes one. ``tag`` is what the backend attaches to the job (a SLURM ``--comment``, a pod
+    name) so that a restarted runjob finds it again.
+    """
+
+    job_id: str
+    n: int
+    tag: str
+    layout: Layout
+    #: The checkpoint the attempt resumes from, and the environment the resume plan gave.
+    resume_from: str | None = None
+    resume_env: dict[str, str] = field(factory=dict)
+    #: Row limit of a canary run (``RUNJOB_LIMIT``), else ``None``.
+    limit: int | None = None
+    #: The machine created for this attempt by :func:`runjob_provision`, if any.
+    machine: Machine | None = None
+
+    def submission(self, *, backend: str, cluster: str, backend_job_id: str, source: str,
+                   extra: dict[str, str] | None = None) -> Submission:
+        """The :class:`Submission` of this attempt with every path (and the machine) filled in."""
+        import time
+
+        layout = self.layout
+        return Submission(
+            job_id=self.job_id, attempt=self.n, backend=backend, cluster=cluster,
+            backend_job_id=backend_job_id, tag=self.tag, job_dir=layout.job_dir, workdir=layout.workdir,
+            log_path=layout.log_path, results_dir=layout.results_dir, checkpoint_dir=layout.checkpoint_dir,
+            progress_path=layout.progress_path, submitted_at=time.time(), source=source, extra=extra or {},
+            machine=self.machine,
+        )
+
+    def template_vars(self) -> dict[str, Any]:
+        """The ``runjob`` variables of the job templates."""
+        from runjob_core import __version__
+
+        layout = self.layout
+        return {
+            "version": __version__, "id": self.job_id, "attempt": self.n, "tag": self.tag,
+            "job_dir": layout.job_dir, "workdir": layout.workdir, "results_dir": layout.results_dir,
+            "checkpoint_dir": layout.checkpoint_dir, "progress_path": layout.progress_path,
+            "params_path": layout.params_path, "log_path": layout.log_path, "lib_dir": layout.lib_dir,
+            "cache_dir": layout.cache_dir, "scratch": layout.scratch, "resume_from": self.resume_from or "",
+            "resume_env": self.resume_env, "limit": self.limit,
+        }
+
+
+@frozen
+class BackendInfo:
+    """What a backend declares about itself (:func:`~runjob_core.hookspecs.runjob_backend_info`)."""
+
+    #: The backend name: its entry-point name and the ``type:`` in clusters.yaml.
+    name: str
+    source: str
+    #: An attrs class of the backend's own cluster keys (flat in the cluster entry, beside
+    #: ``host`` and ``scratch_path``); validated like the core's keys, unknown keys stay
+    #: errors. The structured value is ``cluster.options``. ``None``: no keys of its own.
+    options: type | None = None
+    #: Core keys a cluster of this backend must set (``host`` for a login node over SSH).
+    required_keys: tuple[str, ...] = ()
+    #: ``True`` when the backend creates a machine per attempt (:func:`runjob_provision`):
+    #: there is no standing host, so the core's host checks (connect, whoami, scratch,
+    #: disk) are skipped in ``runjob clusters check`` and the backend's rows replace them.
+    machine_per_job: bool = False
+    #: Seconds between monitoring cycles while jobs change (the monitor backs off to
+    #: ``max_poll_interval`` while nothing changes).
+    poll_interval: float = 5.0
+    max_poll_interval: float = 30.0
 
 
 @frozen
@@ -205,6 +327,10 @@ class JobStatus:
     started_at: float | None = None
     ended_at: float | None = None
     node: str | None = None
+    #: For ``LOST``: ``True`` when the backend knows the work can continue on a new
+    #: machine (a reclaimed spot pod), so the core resumes it under ``resume.max_preemptions``.
+    #: ``None``/``False``: a lost job is reported, not resumed.
+    resumable: bool | None = None
 
     @property
     def terminal(self) -> bool:

@@ -84,6 +84,14 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
                 for attempt in group:
                     context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
                 continue
+            except RunjobError as exc:
+                for attempt in group:
+                    context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
+                continue
+            except Exception as exc:  # a bug in the backend: its own jobs wait, every other cluster carries on
+                for attempt in group:
+                    lifecycle.plugin_failed(context, attempt.job_id, "runjob_poll", cluster.type, exc, attempt=attempt.n)
+                continue
             _watch.count_poll(context, woken, group)
         for attempt, submission in zip(group, submissions):
             job_id = attempt.job_id
@@ -138,6 +146,14 @@ def _submission(context: RunContext, attempt: AttemptRow) -> Submission:
     return cache[key]
 
 
+def _spec(context: RunContext, job_id: str):
+    # The spec never changes once submitted (its hash is the job's identity): parse it once.
+    cache = context.scratchpad("runjob-core:specs")
+    if job_id not in cache:
+        cache[job_id] = context.store.get_job(job_id).spec
+    return cache[job_id]
+
+
 def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | None = None) -> JobView:
     if attempt is None:
         return JobView(job_id, name, 0, "NEW", outcome=outcome)
@@ -170,7 +186,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
         updates["exit_code"] = status.exit_code
         if attempt.started_at is None and status.started_at:
             updates["started_at"] = status.started_at
-    transport = context.transport(cluster)
+    transport = context.transport(cluster, submission.machine)
     progress = None if waiting else _read_progress(transport, submission)
     if progress:
         for key in ("step", "rows_done"):
@@ -180,13 +196,13 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     window = "" if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
-    if progress:
-        # For the health checks' stall and checkpoint-cadence findings (read once, here).
-        context.scratchpad("runjob-core:progress")[submission.tag] = progress
     findings: list[Finding] = []
     if window or changed or status.terminal or status.state == RUNNING:
         caller = context.hook("runjob_check_health", cluster.type)
-        findings = plugins.flatten(caller(submission=submission, status=status, window=window, context=context))
+        kwargs = {"job": _spec(context, attempt.job_id), "submission": submission, "status": status, "window": window,
+                  "progress": progress, "context": context}
+        # A checker that breaks is named once per attempt; monitoring and the other checkers go on.
+        findings = plugins.flatten(plugins.call_each(caller, kwargs, on_error=_health_failed(context, attempt)))
     if updates:
         store.update_attempt(attempt.job_id, attempt.n, **updates)
     view = _view(attempt.job_id, row.name, store.attempt(attempt.job_id, attempt.n))
@@ -200,6 +216,17 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
         view.findings.append(finding.label)
     _apply_actions(context, attempt, submission, status, findings, view)
     return changed or bool(findings)
+
+
+def _health_failed(context: RunContext, attempt: AttemptRow):
+    reported = context.scratchpad("runjob-core:health-errors")
+
+    def failed(plugin: str, exc: BaseException) -> None:
+        key = (attempt.job_id, attempt.n, plugin)
+        if key not in reported:
+            reported[key] = True
+            lifecycle.plugin_failed(context, attempt.job_id, "runjob_check_health", plugin, exc, attempt=attempt.n)
+    return failed
 
 
 def _telling_exit_code(status: JobStatus) -> bool:
@@ -255,18 +282,35 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
         return
     if stops and not stopped:
         store.set_job(row.id, outcome=f"failed: {stops[0].label}: {stops[0].message}")
-    if not status.terminal or stopped:
+    if not status.terminal:
+        return
+    if stopped:
+        lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"stopped, ended {status.state}")
         return
     if status.state == COMPLETED:
         store.set_job(row.id, outcome="completed")
-        return
-    if status.state in RESUMABLE_STATES and not stops:
+        return  # its machine, if it has one, is released after collect
+    try:
+        _after_early_end(context, row, attempt, status, findings, stops, view)
+    finally:
+        # The attempt is over and will not be collected: give its machine back.
+        lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"ended {status.state}")
+
+
+def _after_early_end(context: RunContext, row, attempt: AttemptRow, status: JobStatus, findings: list[Finding],
+                     stops: list[Finding], view: JobView) -> None:
+    if (status.state in RESUMABLE_STATES or _resumable_loss(status)) and not stops:
         _maybe_resume(context, row, attempt, status, view)
     elif status.state == FAILED and not stops and any(f.action == "retry" for f in findings):
         _maybe_retry(context, row, attempt, status, findings, view)
     elif status.state == FAILED and status.exit_code == RESUME_EXIT_CODE and not stops:
         # The job saved on the time-limit warning and asked to be resumed.
         _maybe_resume(context, row, attempt, attrs.evolve(status, state=TIMEOUT, reason="stopped early to resume"), view)
+
+
+def _resumable_loss(status: JobStatus) -> bool:
+    # A machine lost with its work recoverable (a reclaimed spot pod): the backend says so.
+    return status.state == LOST and bool(status.resumable)
 
 
 def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStatus, view: JobView) -> None:
@@ -277,8 +321,9 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         context.event(row.id, "resume_skipped", f"{status.state}: automatic resume is off (resume.auto: false); run: runjob resume {row.id}",
                       attempt=attempt.n)
         return
-    budget_key = RESUMABLE_STATES[status.state]
-    used = sum(1 for a in attempts if a.state in {k for k, v in RESUMABLE_STATES.items() if v == budget_key})
+    budget_key = RESUMABLE_STATES.get(status.state, "max_preemptions")
+    budget_states = {k for k, v in RESUMABLE_STATES.items() if v == budget_key} | ({LOST} if budget_key == "max_preemptions" else set())
+    used = sum(1 for a in attempts if a.state in budget_states)
     if len(attempts) >= policy.max_attempts or used > getattr(policy, budget_key):
         message = f"{status.state}: not resuming, the budget is spent ({len(attempts)} attempts; resume.{budget_key}={getattr(policy, budget_key)})"
         context.store.set_job(row.id, outcome=message)
@@ -291,12 +336,12 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
-    plan = context.hook("runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
+    plan = context.hook("runjob_resume", row.backend)(job=job, submission=latest.submission, status=status, context=context)
     if plan is None:
         context.event(row.id, "resume_refused", f"{status.state}: the backend cannot resume this job", attempt=attempt.n)
         return
     at = f" at step {latest.step}" if latest.step is not None else (f" after {latest.rows_done} rows" if latest.rows_done else "")
-    what = {TIMEOUT: "timed out", PREEMPTED: "was preempted", NODE_FAIL: "lost its node"}[status.state]
+    what = {TIMEOUT: "timed out", PREEMPTED: "was preempted", NODE_FAIL: "lost its node", LOST: "lost its machine"}[status.state]
     source = f"checkpoint {plan.checkpoint}" if plan.checkpoint else "its results so far"
     context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
     try:
@@ -332,7 +377,8 @@ def _maybe_retry(context: RunContext, row, attempt: AttemptRow, status: JobStatu
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
     latest = context.store.attempt(row.id, attempt.n)
-    plan = context.hook("runjob_resume", row.backend)(submission=_submission(context, latest), status=status, context=context)
+    plan = context.hook("runjob_resume", row.backend)(job=row.spec, submission=_submission(context, latest), status=status,
+                                                      context=context)
     context.event(row.id, "resuming", f"Job failed with a transient error ({labels}). Retrying from "
                   f"{plan.checkpoint or 'its results so far'}.", attempt=attempt.n)
     try:

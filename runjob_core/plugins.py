@@ -10,28 +10,33 @@ plugin authors; ``RUNJOB_DISABLE_PLUGINS=a,b`` blocks plugins by name.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import logging
 import os
-import sys
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pluggy
 
 from runjob_core import hookspecs
-from runjob_core.config import BACKEND_TYPES_HINT
+from runjob_core._entry_points import EntryPoint, entry_points
 from runjob_core.errors import UnknownBackendError
 
 log = logging.getLogger(__name__)
 
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last.
-DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.walltime")
+DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.throughput")
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, remembering what went wrong while loading (for messages)."""
+
+    def __init__(self) -> None:
+        super().__init__("runjob")
+        #: Plugins that failed to load or were dropped, by name.
+        self.problems: dict[str, PluginInfo] = {}
 
 
 @attrs.frozen
@@ -53,7 +58,7 @@ def _strict() -> bool:
 
 def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginManager, list[PluginInfo]]:
     """Return a new plugin manager and what happened to each plugin while loading it."""
-    pm = pluggy.PluginManager("runjob")
+    pm = PluginManager()
     pm.add_hookspecs(hookspecs)
     errors: list[PluginInfo] = []
     for modname in DEFAULT_PLUGINS:
@@ -64,68 +69,13 @@ def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginM
     if load_entrypoints:
         errors += _load_entrypoints(pm, dists)
     errors += _drop_invalid(pm, dists)
+    pm.problems = {info.name: info for info in errors}
     return pm, describe(pm, dists) + errors
-
-
-@attrs.frozen
-class _EntryPoint:
-    name: str
-    value: str
-    dist: str | None
-    version: str | None
-
-    def load(self) -> Any:
-        module_name, _, attribute = self.value.partition(":")
-        module = importlib.import_module(module_name.strip())
-        for part in filter(None, attribute.strip().split(".")):
-            module = getattr(module, part)
-        return module
-
-
-def _cache_key() -> list[list[Any]]:
-    # Installing or removing a distribution changes its site-packages folder's mtime.
-    key = []
-    for entry in sys.path:
-        try:
-            key.append([entry, os.stat(entry or ".").st_mtime_ns])
-        except OSError:
-            key.append([entry, None])
-    return key
-
-
-def _entry_points() -> list[_EntryPoint]:
-    """The ``runjob`` entry points, cached per sys.path state: scanning every installed
-    distribution's metadata costs ~40 ms on each command otherwise."""
-    key = _cache_key()
-    # One file per sys.path: `python -m pytest`, the console script and `python -c` see
-    # different paths and would otherwise evict each other's entry on every switch.
-    digest = hashlib.sha256(json.dumps([entry for entry, _ in key]).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"entry-points-{digest}.json"
-    try:
-        cached = json.loads(cache.read_text())
-        if cached["key"] == key:
-            return [_EntryPoint(*item) for item in cached["entry_points"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        log.debug("no usable entry-point cache at %s; scanning", cache)
-    import importlib.metadata
-
-    found = [
-        _EntryPoint(ep.name, ep.value, ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
-        for ep in importlib.metadata.entry_points(group=GROUP)
-    ]
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"key": key, "entry_points": [attrs.astuple(ep) for ep in found]}))
-        tmp.replace(cache)
-    except OSError:
-        log.debug("cannot write the entry-point cache %s", cache)
-    return found
 
 
 def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:
     errors: list[PluginInfo] = []
-    for ep in sorted(_entry_points(), key=_load_order):
+    for ep in sorted(entry_points(GROUP), key=_load_order):
         dist, version = ep.dist, ep.version
         if pm.is_blocked(ep.name):
             continue
@@ -148,7 +98,7 @@ def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | Non
     return errors
 
 
-def _load_order(ep: _EntryPoint) -> tuple[str, int, str]:
+def _load_order(ep: EntryPoint) -> tuple[str, int, str]:
     # When two distributions claim one name, the one named runjob-<name> keeps it, so a
     # third-party package can never silently take over a built-in backend.
     dist = ep.dist or ""
@@ -168,7 +118,7 @@ def _drop_invalid(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, s
             name = pm.get_name(exc.plugin) or repr(exc.plugin)
             pm.unregister(exc.plugin)
             dist, version = dists.pop(name, (None, None))
-            dropped.append(PluginInfo(name, dist, version, error=f"invalid: {exc}"))
+            dropped.append(PluginInfo(name, dist, version, error=f"invalid: {exc}{_did_you_mean_hook(str(exc))}"))
 
 
 def describe(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]] | None = None) -> list[PluginInfo]:
@@ -191,15 +141,75 @@ def backend_names(pm: pluggy.PluginManager) -> list[str]:
     )
 
 
+def _did_you_mean_hook(message: str) -> str:
+    """pluggy says "unknown hook 'runjob_sumbit' in plugin ..."; name the hook meant."""
+    import difflib
+    import re
+
+    match = re.search(r"unknown hook '([^']+)'", message)
+    if not match:
+        return ""
+    known = [name for name in dir(hookspecs) if name.startswith("runjob_")]
+    close = difflib.get_close_matches(match.group(1), known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def require_backend(pm: pluggy.PluginManager, backend: str, *, cluster: str | None = None) -> None:
     names = backend_names(pm)
     if backend in names:
         return
-    package = BACKEND_TYPES_HINT.get(backend, f"runjob-{backend}")
     where = f" (cluster {cluster!r})" if cluster else ""
+    broken = getattr(pm, "problems", {}).get(backend)
+    if broken is not None:
+        # Installed but unusable: "pip install" would not help, the error would.
+        message = (f"backend {backend!r}{where} is installed ({broken.dist or 'unknown distribution'}) but broken: "
+                   f"{broken.error}. Reinstall or fix it; `runjob plugins` lists what loaded")
+        raise UnknownBackendError(message)
     installed = ", ".join(names) or "none"
-    message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install {package}"
+    message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install runjob-{backend}"
     raise UnknownBackendError(message)
+
+
+def backend_infos(pm: pluggy.PluginManager) -> dict[str, Any]:
+    """What each backend declares through ``runjob_backend_info``, by backend name."""
+    from runjob_core.models import BackendInfo
+
+    infos: dict[str, BackendInfo] = {}
+    for impl in reversed(pm.hook.runjob_backend_info.get_hookimpls()):
+        info = impl.function()
+        if isinstance(info, BackendInfo):
+            infos.setdefault(info.name, info)
+    return infos
+
+
+def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult: bool = False) -> list[Any]:
+    """Call every implementation behind *caller* on its own, as pluggy would (same order,
+    same argument subset), so that one plugin raising does not take the others down.
+
+    *on_error(plugin_name, exc)* is called for an implementation that raised anything but
+    a :class:`~runjob_core.errors.RunjobError` (those are expected failures and propagate).
+    Wrappers cannot be isolated this way: with one present the hook is called as a whole.
+    """
+    from runjob_core.errors import RunjobError
+
+    impls = caller.get_hookimpls()
+    if any(impl.wrapper or impl.hookwrapper for impl in impls):
+        result = caller(**kwargs)
+        return [result] if firstresult else list(result)
+    results = []
+    for impl in reversed(impls):
+        try:
+            answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except RunjobError:
+            raise
+        except Exception as exc:  # a plugin bug: reported by on_error, the others carry on
+            on_error(impl.plugin_name, exc)
+            continue
+        if answer is not None:
+            results.append(answer)
+            if firstresult:
+                break
+    return results
 
 
 def routed(pm: pluggy.PluginManager, hook_name: str, backend: str) -> Any:

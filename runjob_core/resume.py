@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runjob_core import lifecycle, plugins
 from runjob_core.errors import RunjobError
-from runjob_core.models import ACTIVE_STATES, COMPLETED, JobStatus, ResumePlan, Submission
+from runjob_core.models import ACTIVE_STATES, COMPLETED, ResumePlan, Submission
 
 #: A job that ran longer than this without any checkpoint has lost real work.
 LONG_RUN_SECONDS = 30 * 60
@@ -18,8 +18,8 @@ def plan(context, row) -> tuple[ResumePlan, object]:
         raise RunjobError(f"job {row.id} is still {latest.state} (attempt {latest.n}); cancel it first or let it end")
     if latest.state == COMPLETED:
         raise RunjobError(f"job {row.id} completed; there is nothing to resume")
-    status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
-    result = context.hook("runjob_resume", row.backend)(submission=latest.submission, status=status, context=context)
+    status = lifecycle.stored_status(latest)
+    result = context.hook("runjob_resume", row.backend)(job=row.spec, submission=latest.submission, status=status, context=context)
     if result is None:
         raise RunjobError(f"backend {row.backend!r} cannot resume job {row.id}")
     return result, latest

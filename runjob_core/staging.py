@@ -20,30 +20,15 @@ import json
 import os
 from pathlib import Path
 
-import attrs
-
 from runjob_core.errors import RunjobError
-from runjob_core.models import ClusterConfig, JobSpec, Rendered
+from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
 from runjob_core.transport import LocalTransport, Transport
+
+__all__ = ["Layout", "layout_for", "stage", "sync_workdir"]
 
 #: Refuse to upload a workdir larger than this without being told (data belongs elsewhere).
 MAX_SYNC_BYTES = 512 << 20
 _ALWAYS_IGNORED = (".git", "__pycache__", "*.pyc", ".runjob", ".venv", "venv", "results", ".ipynb_checkpoints")
-
-
-@attrs.frozen
-class Layout:
-    scratch: str
-    job_dir: str
-    workdir: str
-    sync_from: str | None
-    results_dir: str
-    checkpoint_dir: str
-    progress_path: str
-    params_path: str
-    log_path: str
-    lib_dir: str
-    cache_dir: str
 
 
 def _join(*parts: str) -> str:
@@ -54,11 +39,21 @@ def _under(base: str, path: str) -> str:
     return path if path.startswith("/") else _join(base, path)
 
 
+#: Home folder assumed on a machine that does not exist yet (a pod: containers run as root).
+MACHINE_HOME = "/root"
+
+
 def layout_for(
-    job: JobSpec, cluster: ClusterConfig, job_id: str, attempt: int, transport: Transport, state_dir: Path
+    job: JobSpec, cluster: ClusterConfig, job_id: str, attempt: int, transport: Transport | None, state_dir: Path
 ) -> Layout:
+    """Where attempt *attempt* of *job* keeps its files. *transport* is ``None`` for a
+    machine that is not created yet: paths then come from ``scratch_path`` alone."""
     is_local = isinstance(transport, LocalTransport)
-    if cluster.scratch_path:
+    if transport is None:
+        scratch = cluster.scratch_path or "~/runjob"
+        if not scratch.startswith("/"):
+            scratch = MACHINE_HOME + "/" + scratch.removeprefix("~").lstrip("/")
+    elif cluster.scratch_path:
         scratch = transport.expand(cluster.scratch_path)
     elif is_local:
         scratch = str((state_dir / "scratch").absolute())
@@ -89,22 +84,27 @@ def layout_for(
 
 def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered) -> None:
     """Create the job's folders and put the script, params and job-side library in place."""
-    package = importlib.resources.files("runjob_core")
     files = {
         rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
-        # The job imports runjob_core.job; ship it with an empty package __init__ so that
-        # the import works on a node without runjob (and without pluggy, attrs, ...).
-        "lib/runjob_core/__init__.py": ('"""runjob job-side helpers."""\n', 0o644),
-        "lib/runjob_core/job.py": ((package / "job.py").read_text(), 0o644),
-        # publish.py imports only the standard library at the top (huggingface_hub lazily),
-        # for runjob_core.job.uploader().
-        "lib/runjob_core/publish.py": ((package / "publish.py").read_text(), 0o644),
+        **job_side_files(),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
     }
     transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
     if layout.sync_from:
         sync_workdir(transport, Path(layout.sync_from), layout.workdir)
+
+
+def job_side_files() -> dict[str, tuple[str, int]]:
+    """The job-side package (``runjob_core/job/``, standard library only) as files under
+    ``lib/``, with an empty ``runjob_core/__init__.py``: jobs ``import runjob_core.job`` on a
+    node where runjob (and pluggy, attrs, ...) is not installed."""
+    package = importlib.resources.files("runjob_core") / "job"
+    files = {"lib/runjob_core/__init__.py": ('"""runjob job-side helpers."""\n', 0o644)}
+    for entry in package.iterdir():
+        if entry.name.endswith(".py"):
+            files[f"lib/runjob_core/job/{entry.name}"] = (entry.read_text(), 0o644)
+    return files
 
 
 def _ignore_patterns(root: Path) -> list[str]:

@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS artifacts(
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -101,7 +101,17 @@ OLDEST_COMPATIBLE = 1
 
 #: version -> statements that bring a database of that version to the next one. Version 0
 #: is a database from before versions were kept; its tables are already those of version 1.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {0: ()}
+#: ``_SCHEMA`` stays the layout of version 1: a new database is made from it plus every step.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    0: (),
+    # 2: the machine a backend created for an attempt (runjob_provision) and when it was released.
+    1: ("ALTER TABLE attempts ADD COLUMN machine_json TEXT", "ALTER TABLE attempts ADD COLUMN released_at REAL"),
+}
+
+
+def attempt_tag(job_id: str, n: int) -> str:
+    """The tag of attempt *n* of job *job_id*: what the backend attaches to the job."""
+    return f"runjob:{job_id}:{n}"
 
 
 def state_dir(cwd: Path | None = None) -> Path:
@@ -148,6 +158,8 @@ class AttemptRow:
     resumed_from: str | None
     step: int | None
     rows_done: int | None
+    machine_json: str | None = None
+    released_at: float | None = None
 
     @property
     def submission(self):
@@ -155,6 +167,14 @@ class AttemptRow:
         from runjob_core.models import Submission
 
         return record_from_json(self.submission_json, Submission) if self.submission_json else None
+
+    @property
+    def machine(self):
+        """The machine provisioned for this attempt (:class:`~runjob_core.models.Machine`), if any."""
+        from runjob_core.config import record_from_json
+        from runjob_core.models import Machine
+
+        return record_from_json(self.machine_json, Machine) if self.machine_json else None
 
 
 @dataclass(frozen=True)
@@ -266,12 +286,16 @@ class Store:
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             fresh = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchone() is None
             if version < SCHEMA_VERSION:
-                if not fresh:
-                    for step in range(version, SCHEMA_VERSION):
-                        for statement in _MIGRATIONS[step]:
-                            self._db.execute(statement)
-                # New tables and indexes; statement by statement, as executescript would commit.
-                for statement in filter(None, (part.strip() for part in _SCHEMA.split(";"))):
+                # _SCHEMA is the layout of version 1; later versions are its migrations.
+                # Statement by statement, as executescript would commit.
+                schema = [statement for statement in (part.strip() for part in _SCHEMA.split(";")) if statement]
+                if fresh:
+                    for statement in schema:
+                        self._db.execute(statement)
+                for step in range(max(version, 1) if fresh else version, SCHEMA_VERSION):
+                    for statement in _MIGRATIONS[step]:
+                        self._db.execute(statement)
+                for statement in schema:  # new tables and indexes of an older database
                     self._db.execute(statement)
                 self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('oldest_compatible', ?)",
                                  (str(OLDEST_COMPATIBLE),))
@@ -363,7 +387,7 @@ class Store:
         """Record a new attempt as SUBMITTING with its tag, before anything is submitted."""
         with self._transaction():
             n = self._db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]
-            tag = f"runjob:{job_id}:{n}"
+            tag = attempt_tag(job_id, n)
             self._db.execute(
                 "INSERT INTO attempts(job_id, n, tag, state, resumed_from) VALUES (?,?,?,?,?)",
                 (job_id, n, tag, "SUBMITTING", resumed_from),
@@ -381,7 +405,8 @@ class Store:
             self._db.execute("UPDATE jobs SET state = 'PENDING' WHERE id = ?", (job_id,))
 
     def update_attempt(self, job_id: str, n: int, **fields: Any) -> None:
-        allowed = {"state", "started_at", "ended_at", "exit_code", "reason", "step", "rows_done", "resumed_from"}
+        allowed = {"state", "started_at", "ended_at", "exit_code", "reason", "step", "rows_done", "resumed_from",
+                   "machine_json", "released_at"}
         assert set(fields) <= allowed, fields
         if not fields:
             return

@@ -1,23 +1,10 @@
 """Plugin loading: entry points, broken and duplicate plugins, typos, routing."""
 
-import sys
-from pathlib import Path
-
 import pluggy
 import pytest
 
 from runjob_core import hookimpl, plugins
 from runjob_core.errors import UnknownBackendError
-
-FAKE_DIST = Path(__file__).parent / "data" / "fake-dist"
-
-
-@pytest.fixture
-def with_fake_dist(monkeypatch):
-    monkeypatch.syspath_prepend(str(FAKE_DIST))
-    yield
-    for name in [m for m in sys.modules if m.startswith("fake_runjob_plugins")]:
-        del sys.modules[name]
 
 
 def test_broken_duplicate_and_misspelled_plugins_are_reported_not_fatal(with_fake_dist):
@@ -78,7 +65,7 @@ def test_routing_calls_only_the_jobs_backend_but_keeps_other_plugins(runjob_pm):
     runjob_pm.register(_Backend("beta"), name="beta")
     runjob_pm.register(_Observer(), name="observer")
     assert plugins.backend_names(runjob_pm) == ["alpha", "beta"]
-    assert plugins.routed(runjob_pm, "runjob_submit", "alpha")(job=None, rendered=None, cluster=None, context=None) == "alpha"
+    assert plugins.routed(runjob_pm, "runjob_submit", "alpha")(job=None, attempt=None, rendered=None, cluster=None, transport=None, context=None) == "alpha"
     assert plugins.routed(runjob_pm, "runjob_poll", "beta")(submissions=[], cluster=None, context=None) == {"who": "beta"}
     assert "observer" in _Observer.seen
 

@@ -3,6 +3,7 @@
 import pytest
 
 from runjob_core.errors import JobNotFoundError
+from runjob_core import store as store_module
 from runjob_core.store import Store
 
 
@@ -117,15 +118,19 @@ def test_a_database_from_before_schema_versions_is_upgraded_with_its_rows(tmp_pa
     path = tmp_path / "state.db"
     old = Store(path)
     job = make_job(old)
+    old.begin_attempt(job)
     old._db.execute("DROP TABLE meta")
+    for column in ("machine_json", "released_at"):  # the layout of then (version 1's)
+        old._db.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
     old._db.execute("PRAGMA user_version = 0")  # as written before versions were kept
     old.close()
     reopened = Store(path)
     try:
         assert reopened.get_job(job).name == "exp"
+        assert reopened.attempt(job, 1).machine is None
     finally:
         reopened.close()
-    assert user_version(path) == 1
+    assert user_version(path) == store_module.SCHEMA_VERSION
 
 
 def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
@@ -135,14 +140,16 @@ def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
     first = Store(path)
     job = make_job(first)
     first.close()
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store_module, "_MIGRATIONS", {0: (), 1: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
-    for _ in range(2):  # the second open finds schema 2 and does nothing
+    current = store_module.SCHEMA_VERSION
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setattr(store_module, "_MIGRATIONS",
+                        {**store_module._MIGRATIONS, current: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
+    for _ in range(2):  # the second open finds the new schema and does nothing
         reopened = Store(path)
         assert reopened._db.execute("SELECT priority FROM jobs WHERE id = ?", (job,)).fetchone()[0] == 3
         assert reopened.get_job(job).name == "exp"
         reopened.close()
-    assert user_version(path) == 2
+    assert user_version(path) == current + 1
 
 
 @pytest.mark.parametrize("oldest, usable", [(1, True), (9, False)])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runjob_core import artifacts
+from runjob_hub import artifacts
 
 
 def test_fake_run_records_and_scripts_commands(fake_run, tmp_path):
@@ -13,7 +13,7 @@ def test_fake_run_records_and_scripts_commands(fake_run, tmp_path):
 
 
 def test_fake_run_refuses_unscripted_commands(fake_run):
-    from runjob_core import execute
+    from runjob_core.transport import execute
 
     with pytest.raises(AssertionError, match="unexpected command: rm -rf"):
         execute.run(["rm", "-rf", "/"])

@@ -33,23 +33,39 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clusters": ("runjob_core.cli.clusters", "List configured clusters; 'clusters check NAME' tests one."),
     "estimate": ("runjob_core.cli.estimate", "Estimate GPU memory for a model and job kind."),
     "health": ("runjob_core.cli.health", "Run the health checks on log files offline."),
-    "publish": ("runjob_core.cli.publish", "Push a results folder to the Hugging Face Hub and verify it."),
     "reference": ("runjob_core.cli.reference", "Benchmark references: list, show, check a job, scaffold a new one."),
 }
 
 
+def plugin_commands() -> dict:
+    """Commands plugins add (entry-point group ``runjob.commands``), by name; the core's win."""
+    from runjob_core._entry_points import entry_points
+
+    return {ep.name: ep for ep in entry_points("runjob.commands") if ep.name not in COMMANDS}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted([*COMMANDS, *plugin_commands()])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         entry = COMMANDS.get(name)
-        if entry is None:
+        if entry is not None:
+            return importlib.import_module(entry[0]).command
+        plugin = plugin_commands().get(name)
+        if plugin is None:
             return None
-        return importlib.import_module(entry[0]).command
+        try:
+            return plugin.load()
+        except Exception as exc:  # a broken plugin: say which, do not hide the other commands
+            message = f"the command {name!r} of {plugin.dist} cannot be loaded ({type(exc).__name__}: {exc}); reinstall {plugin.dist}"
+            raise click.ClickException(message) from exc
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        # Plugin commands are listed without importing them: their help says where they come from.
+        extra = plugin_commands()
+        rows = [(name, COMMANDS[name][1] if name in COMMANDS else f"(from {extra[name].dist}; --help for more)")
+                for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -1,4 +1,4 @@
-"""runjob health scan: the log health checks, offline, on files."""
+"""runjob health scan: every installed health checker, offline, on log files."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from runjob_core.cli._common import print_json, print_table
 
 @click.group("health")
 def command() -> None:
-    """Health checks of the runjob-health plugin."""
+    """Health checks of the installed checker plugins."""
 
 
 @command.command("scan")
@@ -19,18 +19,22 @@ def command() -> None:
 @click.option("--max-tokens", type=int, help="The job's max_tokens, for the truncation check.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array, one object per file.")
 def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
-    """Run every log checker on FILES; exit 1 if any error-level finding."""
+    """Run every installed log checker on FILES (through runjob_check_health, as the monitor
+    does); exit 1 if any error-level finding."""
+    from runjob_core import lifecycle
+    from runjob_core.health_scan import scan_file
+
+    context = lifecycle.offline_context()
     try:
-        from runjob_health import _scan
-    except ImportError:
-        raise click.ClickException("the health checks come with runjob-health: pip install runjob-health") from None
-    results = []
-    for path in files:
-        hits = _scan.scan_file(path, max_tokens=max_tokens)
-        results.append({"file": path, "findings": [
-            {"label": h.label, "line": h.line, "message": h.message, "severity": h.severity, "action": h.action}
-            for h in hits
-        ]})
+        if not context.pm.hook.runjob_check_health.get_hookimpls():
+            raise click.ClickException("no health checker is installed: pip install runjob-health")
+        results = [{"file": path, "findings": [
+            {"label": f.label, "line": f.line, "message": f.message, "severity": f.severity, "action": f.action, "source": f.source}
+            for f in scan_file(context, path, max_tokens=max_tokens)
+        ]} for path in files]
+    finally:
+        context.close()
+        context.store.close()
     if as_json:
         print_json(results)
     else:
@@ -38,7 +42,7 @@ def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
             if not result["findings"]:
                 click.echo(f"{result['file']}: healthy")
                 continue
-            print_table(result["file"], ["line", "label", "severity", "action", "message"],
-                        [[f["line"], f["label"], f["severity"], f["action"], f["message"]] for f in result["findings"]])
+            print_table(result["file"], ["line", "label", "severity", "action", "message", "source"],
+                        [[f["line"], f["label"], f["severity"], f["action"], f["message"], f["source"]] for f in result["findings"]])
     if any(f["severity"] == "error" for r in results for f in r["findings"]):
         sys.exit(1)

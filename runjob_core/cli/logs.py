@@ -25,11 +25,11 @@ def command(job: str, follow: bool, attempt: int | None) -> None:
         if chosen is None or chosen.submission is None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")
         submission = chosen.submission
-        transport = context.transport(context.clusters[row.cluster])
+        transport = context.transport_for(submission)
         from runjob_core import _watch
 
         # The push path: the cluster's watcher wakes this loop when the log grows.
-        watch = _watch.for_cluster(context, context.clusters[row.cluster]) if follow else None
+        watch = _watch.for_submission(context, submission) if follow else None
         if watch is not None:
             watch.follow(row.id, submission.log_path)
         offset, delay = 0, 0.5

@@ -33,27 +33,17 @@ def command() -> None:
 
 def _plugin_references() -> list:
     """What installed plugins return from ``runjob_references``, without touching the state store."""
-    from pathlib import Path
-
-    from runjob_core import config, plugins, references
-    from runjob_core.context import RunContext
-    from runjob_core.errors import RunjobError
-    from runjob_core.store import Store, state_dir
+    from runjob_core import lifecycle, plugins, references
 
     pm, _infos = plugins.get_plugin_manager()
     if not pm.hook.runjob_references.get_hookimpls():
         return []
-    try:
-        clusters = config.load_clusters()
-    except RunjobError:
-        clusters = {"local": config.local_cluster()}
-    store = Store(Path(":memory:"))
-    context = RunContext(store=store, pm=pm, clusters=clusters, state_dir=state_dir())
+    context = lifecycle.offline_context(pm)
     try:
         return references.plugin_references(context)
     finally:
         context.close()
-        store.close()
+        context.store.close()
 
 
 def _everything() -> list:

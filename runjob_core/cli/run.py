@@ -21,28 +21,21 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
     """Take JOB_FILE through every phase; exit 0 only if it completed and its results were collected."""
     from runjob_core import lifecycle, monitor
     from runjob_core.cli import _show
-    from runjob_core.errors import RefusedError
     from runjob_core.report import build_report
 
     job = load_job(job_file)
     context = open_context(as_json)
     try:
-        cluster = lifecycle.cluster_for(context, job)
-        context.transport(cluster).warm()
-        kind = "full"
-        if canary:
-            job, kind = lifecycle.apply_canary(job), "canary"
-        else:
-            _warn_failed_canary(context, job, yes)
-        checks = lifecycle.preflight(context, job, cluster, canary=canary)
-        _show.preflight(checks, as_json)
-        if checks.refused and not force:
-            raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
-        row, _submission = lifecycle.submit(context, job, cluster, spec_path=job_file, kind=kind, new=new, confirm=confirm_review(yes))
+        launched = lifecycle.launch(
+            context, job, spec_path=job_file, canary=canary, force=force, new=new, confirm=confirm_review(yes),
+            failed_canary=_ask_about_failed_canary(yes), on_preflight=lambda checks: _show.preflight(checks, as_json),
+        )
+        row = launched.row
+        info = context.backend_info(context.clusters[row.cluster].type)
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
         with live:
-            monitor.watch(context, [row.id], min_interval=interval, max_interval=_max_interval(cluster.type),
-                          on_cycle=live.update)
+            monitor.watch(context, [row.id], min_interval=min(interval, info.poll_interval),
+                          max_interval=info.max_poll_interval, on_cycle=live.update)
         row = context.store.get_job(row.id)
         collected = None
         if row.state == "COMPLETED":
@@ -58,23 +51,13 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         sys.exit(1)
 
 
-def _max_interval(backend: str) -> float:
-    # Local jobs are cheap to poll; a scheduler should not be hammered.
-    return 5.0 if backend == "local" else 30.0
-
-
-def _warn_failed_canary(context, job, yes: bool) -> None:
-    canary = context.store.latest_canary(job.name)
-    if canary is None or canary.state == "COMPLETED" and not (canary.outcome or "").startswith(("stopped", "failed")):
-        return
-    message = f"the last canary of {job.name} ({canary.id}) ended {canary.state}: {canary.outcome or 'see runjob report ' + canary.id}"
-    click.secho(f"warning: {message}", fg="yellow", err=True)
-    if not yes:
+def _ask_about_failed_canary(yes: bool):
+    """The CLI's failed-canary policy: warn; go on with --yes, else ask on a terminal."""
+    def ask(warning: str) -> bool:
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
+        if yes:
+            return True
         if not sys.stdin.isatty():
-            from runjob_core.errors import RefusedError
-
-            raise RefusedError(f"{message}; pass --yes to run the full job anyway")
-        if not click.confirm("Run the full job anyway?", default=False):
-            from runjob_core.errors import RefusedError
-
-            raise RefusedError("not submitted: the last canary failed")
+            return False
+        return click.confirm("Run the full job anyway?", default=False)
+    return ask

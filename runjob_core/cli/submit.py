@@ -18,21 +18,16 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, as_j
     """Submit JOB_FILE; follow it with `runjob watch`."""
     from runjob_core import config, lifecycle
     from runjob_core.cli import _show
-    from runjob_core.errors import RefusedError
+    from runjob_core.cli.run import _ask_about_failed_canary
 
     job = load_job(job_file)
     context = open_context(as_json)
     try:
-        cluster = lifecycle.cluster_for(context, job)
-        context.transport(cluster).warm()
-        kind = "full"
-        if canary:
-            job, kind = lifecycle.apply_canary(job), "canary"
-        checks = lifecycle.preflight(context, job, cluster, canary=canary)
-        _show.preflight(checks, as_json)
-        if checks.refused and not force:
-            raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
-        row, submission = lifecycle.submit(context, job, cluster, spec_path=job_file, kind=kind, new=new, confirm=confirm_review(yes))
+        launched = lifecycle.launch(
+            context, job, spec_path=job_file, canary=canary, force=force, new=new, confirm=confirm_review(yes),
+            failed_canary=_ask_about_failed_canary(yes), on_preflight=lambda checks: _show.preflight(checks, as_json),
+        )
+        row, submission = launched.row, launched.submission
     finally:
         context.close()
     if as_json:

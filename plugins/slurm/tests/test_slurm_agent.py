@@ -1,4 +1,4 @@
-"""The shared SSH connection (runjob_core.sshagent) against the real sshd."""
+"""The shared SSH connection (runjob_core.transport.agent) against the real sshd."""
 
 import os
 import stat
@@ -7,9 +7,10 @@ import time
 import attrs
 import pytest
 
-from runjob_core import sshagent
+from runjob_core.transport import agent as sshagent
 from runjob_core.errors import TransportError
-from runjob_core.testing import slurm_cluster_config, wait_until
+from runjob_core.testing import wait_until
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
 
@@ -19,7 +20,7 @@ def agent_env(monkeypatch, tmp_path):
     monkeypatch.setenv("RUNJOB_SSH_AGENT", "1")
     monkeypatch.setenv("RUNJOB_SSH_AGENT_IDLE", "3")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
-    from runjob_core.sshagent import _folder
+    from runjob_core.transport.agent import _folder
 
     return _folder()  # under tmp_path, or /tmp/runjob-agents-UID where that path is too long for a socket
 

@@ -16,7 +16,8 @@ import yaml
 
 from runjob_core import lifecycle, monitor
 from runjob_core.errors import BackendError
-from runjob_core.testing import BackendContract, slurm_cluster_config, wait_until, write_clusters_yaml
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
 
@@ -29,6 +30,8 @@ def cluster(slurm_env):
 class TestSlurmContract(BackendContract):
     __test__ = True
     backend = "slurm"
+    time_limit = "1"  # SLURM counts in minutes
+    time_limit_grace = 180.0
 
 
 @pytest.fixture
@@ -274,7 +277,7 @@ def test_unknown_host_key_is_refused(runjob_home, cluster, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     from runjob_core.errors import TransportError
-    from runjob_core.ssh import SSHTransport
+    from runjob_core.transport.ssh import SSHTransport
 
     with pytest.raises(TransportError, match="not in known_hosts"):
         SSHTransport(attrs.evolve(cluster, known_hosts=str(empty))).run(["true"])

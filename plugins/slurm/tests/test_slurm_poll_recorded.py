@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from runjob_core.models import Submission
-from runjob_core.execute import Completed
+from runjob_core.transport.execute import Completed
 from runjob_slurm import _backend
 
 DATA = Path(__file__).parent / "data"

@@ -10,7 +10,8 @@ import attrs
 import pytest
 
 from runjob_core import _watch, lifecycle, monitor
-from runjob_core.testing import BackendContract, write_clusters_yaml, slurm_cluster_config
+from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
 

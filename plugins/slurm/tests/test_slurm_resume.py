@@ -13,7 +13,8 @@ import attrs
 import pytest
 
 from runjob_core import lifecycle, monitor
-from runjob_core.testing import BackendContract, slurm_cluster_config, wait_until, write_clusters_yaml
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
 JOB_SCRIPT = Path(__file__).resolve().parents[3] / "tests" / "data" / "jobs" / "rows_job.py"
@@ -105,8 +106,8 @@ def test_signal_margin_defaults_from_the_measured_save_time(ctx):
     transport = ctx.transport(ctx.clusters["under-test"])
     transport.put_text(submission.progress_path, json.dumps({"step": 5, "metrics": {"max_save_seconds": 40}}))
     job = ctx.store.get_job(row.id).spec
-    lifecycle.prepare_attempt(ctx, job, ctx.clusters["under-test"], job_id=row.id, attempt=2, tag=f"runjob:{row.id}:2")
-    assert signal_margin(job, ctx.clusters["under-test"], ctx) == 180
+    attempt = lifecycle.new_attempt(ctx, job, ctx.clusters["under-test"], job_id=row.id, n=2)
+    assert signal_margin(job, attempt, ctx.clusters["under-test"], ctx) == 180
 
 
 def test_torn_line_is_repaired_on_resume_on_slurm(ctx):

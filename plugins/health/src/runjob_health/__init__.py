@@ -12,7 +12,7 @@ SOURCE = "runjob-health"
 
 
 @hookimpl
-def runjob_check_health(submission, status, window, context):
+def runjob_check_health(job, submission, status, window, progress, context):
     from runjob_health import _monitor
 
-    return _monitor.check(submission, status, window, context)
+    return _monitor.check(job, submission, status, window, progress, context)

@@ -37,11 +37,11 @@ class _Watch:
         self.finished = False
 
 
-def _watch_for(submission, context) -> _Watch:
+def _watch_for(job, submission, context) -> _Watch:
     pad = context.scratchpad(SOURCE)
     watch = pad.get(submission.tag)
     if watch is None:
-        watch = pad[submission.tag] = _Watch(context.store.get_job(submission.job_id).spec)
+        watch = pad[submission.tag] = _Watch(job)
     return watch
 
 
@@ -50,11 +50,11 @@ def _finding(hit) -> Finding:
                    line=hit.line or None, text=hit.text or None)
 
 
-def check(submission, status, window: str, context) -> list[Finding]:
-    watch = _watch_for(submission, context)
+def check(job, submission, status, window: str, progress, context) -> list[Finding]:
+    watch = _watch_for(job, submission, context)
     hits = watch.scanner.feed(window.encode()) if window else []
     now = time.time()
-    progress = context.scratchpad("runjob-core:progress").get(submission.tag) or {}
+    progress = progress or {}
     mark = (progress.get("step"), progress.get("rows_done"), progress.get("updated_at"))
     if window or (progress and mark != watch.last_progress):
         watch.last_change, watch.last_progress = now, mark
@@ -115,7 +115,7 @@ def _disk_low(watch: _Watch, submission, context, now: float) -> list[Finding]:
     checked_at, free, total = cache.get(key, (0.0, None, None))
     if now - checked_at >= DISK_CHECK_SECONDS:
         try:
-            free, total = context.transport(context.clusters[submission.cluster]).disk_free(scratch)
+            free, total = context.transport_for(submission).disk_free(scratch)
         except (RunjobError, OSError, KeyError):
             free = total = None  # a failed df is not a finding; the next check tries again
         cache[key] = (now, free, total)

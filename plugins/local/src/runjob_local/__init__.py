@@ -12,17 +12,25 @@ SOURCE = "runjob-local"
 
 
 @hookimpl
-def runjob_submit(job, rendered, cluster, context):
-    from runjob_local import _runner
+def runjob_backend_info():
+    from runjob_core.models import BackendInfo
 
-    return _runner.submit(job, rendered, cluster, context)
+    # Polling a local job is a few stat() calls: back off only to 5 s.
+    return BackendInfo(name=NAME, source=SOURCE, poll_interval=0.5, max_poll_interval=5.0)
 
 
 @hookimpl
-def runjob_reattach(job, tag, cluster, context):
+def runjob_submit(job, attempt, rendered, cluster, context):
     from runjob_local import _runner
 
-    return _runner.reattach(tag, context)
+    return _runner.submit(job, attempt, rendered, cluster, context)
+
+
+@hookimpl
+def runjob_reattach(attempt, context):
+    from runjob_local import _runner
+
+    return _runner.reattach(attempt.tag, context)
 
 
 @hookimpl

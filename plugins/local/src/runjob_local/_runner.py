@@ -54,12 +54,11 @@ def _process_start_time(pid: int) -> str | None:
     return None if state == "Z" else start
 
 
-def submit(job, rendered, cluster, context) -> Submission:
-    current = context.current
-    layout = current.layout
+def submit(job, attempt, rendered, cluster, context) -> Submission:
+    layout = attempt.layout
     script = f"{layout.job_dir}/{rendered.script_name}"
-    exit_file = f"{layout.job_dir}/exit.{current.attempt}"
-    cancel_file = f"{layout.job_dir}/cancelled.{current.attempt}"
+    exit_file = f"{layout.job_dir}/exit.{attempt.n}"
+    cancel_file = f"{layout.job_dir}/cancelled.{attempt.n}"
     for stale in (exit_file, cancel_file):
         Path(stale).unlink(missing_ok=True)
     command = ["bash", script]
@@ -77,10 +76,10 @@ def submit(job, rendered, cluster, context) -> Submission:
     extra = {
         "pid": str(pid), "start_time": _process_start_time(pid) or "", "exit_file": exit_file, "cancel_file": cancel_file,
     }
-    submission = current.submission(backend="local", cluster=cluster.name, backend_job_id=f"local-{pid}", source=SOURCE, extra=extra)
+    submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=f"local-{pid}", source=SOURCE, extra=extra)
     from runjob_core.config import record_to_json
 
-    _record_path(context, current.tag).write_text(record_to_json(submission))
+    _record_path(context, attempt.tag).write_text(record_to_json(submission))
     return submission
 
 

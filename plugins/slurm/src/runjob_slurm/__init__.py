@@ -13,13 +13,21 @@ SOURCE = "runjob-slurm"
 
 
 @hookimpl
+def runjob_backend_info():
+    from runjob_core.models import BackendInfo
+
+    # A login host over SSH; a scheduler is polled gently (30 s once nothing changes).
+    return BackendInfo(name="slurm", source=SOURCE, required_keys=("host",), poll_interval=5.0, max_poll_interval=30.0)
+
+
+@hookimpl
 def runjob_transport(cluster, context):
-    from runjob_core import sshagent
+    from runjob_core.transport import agent as sshagent
 
     if sshagent.enabled():
-        # runjob commands share one connection per cluster (see runjob_core.sshagent).
+        # runjob commands share one connection per cluster (see runjob_core.transport.agent).
         return sshagent.AgentTransport(cluster)
-    from runjob_core.ssh import SSHTransport
+    from runjob_core.transport.ssh import SSHTransport
 
     return SSHTransport(cluster)
 
@@ -32,24 +40,24 @@ def runjob_estimate(job, cluster, context):
 
 
 @hookimpl
-def runjob_render(job, cluster, templates, context):
+def runjob_render(job, attempt, cluster, templates, context):
     from runjob_slurm import _render
 
-    return _render.render(job, cluster, templates, context)
+    return _render.render(job, attempt, cluster, templates, context)
 
 
 @hookimpl
-def runjob_submit(job, rendered, cluster, context):
+def runjob_submit(job, attempt, rendered, cluster, transport):
     from runjob_slurm import _backend
 
-    return _backend.submit(job, rendered, cluster, context)
+    return _backend.submit(job, attempt, rendered, cluster, transport)
 
 
 @hookimpl
-def runjob_reattach(job, tag, cluster, context):
+def runjob_reattach(attempt, cluster, context):
     from runjob_slurm import _backend
 
-    return _backend.reattach(tag, cluster, context)
+    return _backend.reattach(attempt, cluster, context)
 
 
 @hookimpl

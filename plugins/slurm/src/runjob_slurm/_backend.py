@@ -31,16 +31,14 @@ def _user(transport, cluster, context) -> str:
     return pad[key]
 
 
-def submit(job, rendered, cluster, context) -> Submission:
-    transport = context.transport(cluster)
-    current = context.current
-    script = f"{current.layout.job_dir}/{rendered.script_name}"
-    argv = ["sbatch", "--parsable", "--chdir", current.layout.job_dir, script]
+def submit(job, attempt, rendered, cluster, transport) -> Submission:
+    script = f"{attempt.layout.job_dir}/{rendered.script_name}"
+    argv = ["sbatch", "--parsable", "--chdir", attempt.layout.job_dir, script]
     result = transport.run(argv, idempotent=False)
     if not result.ok:
         raise BackendError(_explain_rejection(transport, cluster, job, script, result.stderr or result.stdout))
     job_id = _parse.parse_sbatch_parsable(result.stdout)
-    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+    return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
                               extra={"script": script})
 
 
@@ -124,15 +122,15 @@ def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[s
     return statuses
 
 
-def reattach(tag, cluster, context) -> Submission | None:
+def reattach(attempt, cluster, context) -> Submission | None:
+    tag = attempt.tag
     transport = context.transport(cluster)
     queue = transport.run(_parse.squeue_argv(_user(transport, cluster, context)))
     job_id = _parse.find_by_comment(_parse.parse_squeue(queue.stdout), tag) if queue.ok else None
     if job_id is None:
         return None
-    current = context.current
-    return current.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
-                              extra={"script": f"{current.layout.job_dir}/run.sh", "reattached": "1"})
+    return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
+                              extra={"script": f"{attempt.layout.job_dir}/run.sh", "reattached": "1"})
 
 
 def cancel(submissions, cluster, context) -> list[str]:

@@ -26,16 +26,15 @@ def gres(job, cluster) -> str:
 DEFAULT_SIGNAL_MARGIN = 300
 
 
-def signal_margin(job, cluster, context) -> int:
+def signal_margin(job, attempt, cluster, context) -> int:
     """Seconds of warning before the time limit: the job's setting, else three times the
     longest checkpoint save that earlier attempts measured (+60 s), else 300."""
     if job.checkpoint.signal_margin is not None:
         return job.checkpoint.signal_margin
-    current = context.current
-    if job.template != "training" or current.attempt == 1:
+    if job.template != "training" or attempt.n == 1:
         return DEFAULT_SIGNAL_MARGIN
     # The job folder (and its progress file) is shared by the attempts of one job.
-    text = context.transport(cluster).read_text(current.layout.progress_path)
+    text = context.transport(cluster).read_text(attempt.layout.progress_path)
     try:
         longest = float((json.loads(text or "{}").get("metrics") or {}).get("max_save_seconds") or 0)
     except (ValueError, TypeError, AttributeError):
@@ -43,7 +42,7 @@ def signal_margin(job, cluster, context) -> int:
     return int(3 * longest + 60) if longest else DEFAULT_SIGNAL_MARGIN
 
 
-def render(job, cluster, templates, context) -> Rendered:
+def render(job, attempt, cluster, templates, context) -> Rendered:
     def sbatch_value(value) -> str:
         text = str(value)
         if not _SBATCH_SAFE.match(text):
@@ -55,8 +54,8 @@ def render(job, cluster, templates, context) -> Rendered:
     templates.filters["sbatch"] = sbatch_value
     templates.filters["slurm_time"] = lambda value: format_slurm_time(parse_duration(value))
     variables = {
-        "job": job, "cluster": cluster, "runjob": context.current.template_vars(),
-        "slurm": {"gres": gres(job, cluster), "signal_margin": signal_margin(job, cluster, context)},
+        "job": job, "cluster": cluster, "runjob": attempt.template_vars(),
+        "slurm": {"gres": gres(job, cluster), "signal_margin": signal_margin(job, attempt, cluster, context)},
     }
     script = templating.render(templates, "slurm.sh.j2", variables, job_source=job.source)
     return Rendered(script=script, template=f"slurm.sh.j2 + {job.template}.sbatch.j2", source=SOURCE)

@@ -3,5 +3,5 @@ from runjob_core import hookimpl
 
 
 @hookimpl
-def runjob_submit(job, rendered, cluster, context):
-    return context.current.submission(backend="fakegood", cluster=cluster.name, backend_job_id="fake-1", source="fakegood")
+def runjob_submit(job, attempt, rendered, cluster, context):
+    return attempt.submission(backend="fakegood", cluster=cluster.name, backend_job_id="fake-1", source="fakegood")

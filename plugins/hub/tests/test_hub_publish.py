@@ -8,7 +8,7 @@ import huggingface_hub
 import pytest
 
 from runjob_core.errors import RunjobError
-from runjob_core.publish import CardInfo, PublishResult, VerifyResult, publish_results, verify_published
+from runjob_hub.publish import CardInfo, PublishResult, VerifyResult, publish_results, verify_published
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>':DeprecationWarning")  # the client's LFS PUT
 

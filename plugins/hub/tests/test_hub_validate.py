@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runjob_core.errors import RunjobError
-from runjob_core.validate import Problem, ValidationReport, count_rows, validate_results
+from runjob_hub.validate import Problem, ValidationReport, count_rows, validate_results
 
 def _has_pyarrow():
     try:

@@ -2,8 +2,8 @@
 
 Every ``runjob`` command is a new process; without sharing, each one imports paramiko
 (~80 ms) and does a fresh SSH handshake (~85 ms) before its first remote command. The
-first command that needs a cluster starts this agent (``python -m runjob_core.sshagent``),
-which holds one :class:`runjob_core.ssh.SSHTransport` and answers transport calls over a
+first command that needs a cluster starts this agent (``python -m runjob_core.transport.agent``),
+which holds one :class:`runjob_core.transport.ssh.SSHTransport` and answers transport calls over a
 Unix socket in a private folder (0700, peer uid checked). It exits after
 ``RUNJOB_SSH_AGENT_IDLE`` seconds without a request (default 600). Host keys are
 verified by the agent exactly as by a direct connection; nothing secret crosses the socket.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runjob_core.errors import BackendError, RunjobError, TransportError
-from runjob_core.execute import Completed
+from runjob_core.transport.execute import Completed
 from runjob_core.transport import FileInfo, Transport
 
 START_TIMEOUT = 60.0
@@ -120,13 +120,13 @@ class AgentTransport(Transport):
         return sock
 
     def _start(self) -> socket.socket:
-        from runjob_core import execute
+        from runjob_core.transport import execute
 
         error_file = self._path.with_suffix(".error")
         error_file.unlink(missing_ok=True)
         self._path.unlink(missing_ok=True)
         log_file = self._path.with_suffix(".log")
-        started = execute.run([sys.executable, "-m", "runjob_core.sshagent", str(self._path)], input=None, detach=True,
+        started = execute.run([sys.executable, "-m", "runjob_core.transport.agent", str(self._path)], input=None, detach=True,
                               output_path=str(log_file), env={"RUNJOB_SSH_AGENT_CONFIG": self._config})
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -254,7 +254,7 @@ def _handle(transport, op: str, args: dict[str, Any]) -> Any:
 def serve(path: Path, cluster_json: str) -> None:
     from runjob_core.config import record_from_json
     from runjob_core.models import ClusterConfig
-    from runjob_core.ssh import SSHTransport
+    from runjob_core.transport.ssh import SSHTransport
 
     error_file = path.with_suffix(".error")
     transport = SSHTransport(record_from_json(cluster_json, ClusterConfig))

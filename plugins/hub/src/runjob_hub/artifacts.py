@@ -32,7 +32,7 @@ def _problem(label: str, severity: str, message: str, **data: Any) -> Artifact:
 
 
 def validate(dest: Path, job) -> list[Artifact]:
-    from runjob_core.validate import validate_results
+    from runjob_hub.validate import validate_results
 
     path = main_results_file(dest)
     if path is None:
@@ -50,7 +50,7 @@ def validate(dest: Path, job) -> list[Artifact]:
 
 
 def _git_commit(folder: Path) -> tuple[str | None, bool]:
-    from runjob_core import execute
+    from runjob_core.transport import execute
 
     try:
         head = execute.run(["git", "-C", str(folder), "rev-parse", "HEAD"], timeout=10)
@@ -62,7 +62,7 @@ def _git_commit(folder: Path) -> tuple[str | None, bool]:
 
 def publish(dest: Path, job, row, attempts: int, script: str | None, cluster: str) -> list[Artifact]:
     """Push the results with a dataset card, then load them back from the Hub and compare."""
-    from runjob_core import publish as hub
+    from runjob_hub import publish as hub
 
     path = main_results_file(dest)
     if path is None:

@@ -854,7 +854,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _without_last_line(path: Path, size: int) -> int:
     """Length of the file without its last line (the drop_row_on_download switch)."""
-    from runjob_core.publish import after_last_newline
+    from runjob_core.job.hub import after_last_newline
 
     with open(path, "rb") as fh:
         fh.seek(max(0, size - 1))

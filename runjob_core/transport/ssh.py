@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from runjob_core.errors import TransportError
-from runjob_core.execute import Completed
+from runjob_core.transport.execute import Completed
 from runjob_core.models import ClusterConfig
 from runjob_core.transport import FileInfo, Transport
 

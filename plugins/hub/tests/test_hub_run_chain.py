@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = Path(__import__("runjob_core").__file__).parent / "data" / "examples"
+
 RUNJOB = str(Path(sys.executable).parent / "runjob")
 
 
@@ -20,8 +21,8 @@ def run(args, cwd, token, home):
 
 
 def setup_job(work: Path, endpoint: str) -> Path:
-    shutil.copy(REPO / "runjob_core" / "data" / "examples" / "hello.py", work / "hello.py")
-    spec = yaml.safe_load((REPO / "runjob_core" / "data" / "examples" / "hello.yaml").read_text())
+    shutil.copy(EXAMPLES / "hello.py", work / "hello.py")
+    spec = yaml.safe_load((EXAMPLES / "hello.yaml").read_text())
     spec["upload"] = {"repo": "tester/hello-results", "endpoint": endpoint}
     spec["columns"] = {"response": "the toy model's answer", "score": "1.0 if the answer is right"}
     (work / "hello.yaml").write_text(yaml.safe_dump(spec))

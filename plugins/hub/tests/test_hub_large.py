@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from runjob_core.publish import CardInfo, publish_results, verify_published
+from runjob_hub.publish import CardInfo, publish_results, verify_published
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.filterwarnings("ignore:Use 'content=<...>':DeprecationWarning")]

@@ -118,7 +118,7 @@ import yaml
 from attrs import frozen
 
 # The rules (validation, checking) live in their own module; these names stay part of this one's.
-from runjob_core._reference_rules import (  # noqa: F401  (describe_rule, validate_rules: re-exported)
+from runjob_core.references.rules import (  # noqa: F401  (describe_rule, validate_rules: re-exported)
     RuleResult, check_rules, describe_rule, validate_front_matter, validate_rules,
 )
 from runjob_core.config import describe_value, load_yaml
@@ -596,9 +596,12 @@ def review_job(job: JobSpec, references: Iterable[Reference], *, canary: bool = 
 
 def plugin_references(context: Any) -> list[Reference]:
     """The references plugins return from ``runjob_references`` (for pre-flight)."""
-    from runjob_core import plugins
+    from runjob_core import lifecycle, plugins
 
-    found = plugins.flatten(context.pm.hook.runjob_references(context=context))
+    def failed(name: str, exc: BaseException) -> None:
+        lifecycle.plugin_failed(context, None, "runjob_references", name, exc)
+
+    found = plugins.flatten(plugins.call_each(context.pm.hook.runjob_references, {"context": context}, on_error=failed))
     bad = [r for r in found if not isinstance(r, Reference)]
     if bad:
         raise RunjobError(f"a plugin returned {type(bad[0]).__name__} from runjob_references; expected Reference records")

@@ -7,7 +7,7 @@ import huggingface_hub
 import pytest
 
 from runjob_core.errors import RunjobError
-from runjob_core.publish import CardInfo, publish_results, verify_published
+from runjob_hub.publish import CardInfo, publish_results, verify_published
 
 REPO = "runjob-org/xet-on"
 

@@ -21,7 +21,7 @@ os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 huggingface_hub = pytest.importorskip("huggingface_hub")
 import huggingface_hub.constants  # noqa: E402  (the package does not load it lazily)
 
-from runjob_core import fakehub  # noqa: E402
+from runjob_core.testing import fakehub  # noqa: E402
 
 TOKEN = "hf_fakeWriteToken0123456789abcdef"
 READ_TOKEN = "hf_fakeReadToken0123456789abcdef"

@@ -3,7 +3,7 @@
 A :class:`Transport` runs a command given as an argv list (joined with ``shlex.join``
 for a remote shell, so every argument is quoted), moves files, reads a file from a byte
 offset (log tailing sends only new bytes) and reports free disk. The local transport is
-here; the SSH one (paramiko, imported lazily) is :mod:`runjob_core.ssh`.
+here; the SSH one (paramiko, imported lazily) is :mod:`runjob_core.transport.ssh`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from runjob_core import execute
+from runjob_core.transport import execute
 
 
 @dataclass(frozen=True)

@@ -241,7 +241,7 @@ def uploader(path: "str | os.PathLike[str]" = "results.jsonl"):
     repo = os.environ.get("RUNJOB_UPLOAD_REPO")
     if not repo:
         return None
-    from runjob_core.publish import IncrementalUploader
+    from runjob_core.job.hub import IncrementalUploader
 
     seconds, rows = _parse_every(os.environ.get("RUNJOB_UPLOAD_EVERY", ""))
     target = Path(path)

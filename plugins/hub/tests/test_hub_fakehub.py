@@ -166,7 +166,7 @@ def test_fail_next_and_client_retry_on_lfs_put(hub, api):
 
 
 def test_stop_releases_the_port(tmp_path, h):
-    from runjob_core import fakehub
+    from runjob_core.testing import fakehub
 
     srv = fakehub.serve(tmp_path / "x", token=h.token)
     url = srv.url

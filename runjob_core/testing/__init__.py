@@ -6,11 +6,12 @@ Fixtures:
   file from the user's environment;
 * ``runjob_pm``: a fresh plugin manager with the core's defaults only, plus
   ``register(plugin, name)`` that unregisters after the test;
-* ``fake_run``: replaces :data:`runjob_core.execute.RUNNER`, records every argv and
+* ``fake_run``: replaces :data:`runjob_core.transport.execute.RUNNER`, records every argv and
   answers from a script (``fake_run.on(["sbatch", ...], stdout="42\\n")``);
 * ``runjob_cli``: runs the ``runjob`` CLI in-process and returns click's result;
-* ``slurm_env``: the test cluster's connection settings from ``scripts/test-cluster.sh``;
-  skips with one line where the cluster cannot run, and fails on CI (``CI=true``).
+
+The SLURM test cluster's fixtures (``slurm_env``, ``slurm_cluster_config``) are the SLURM
+plugin's: :mod:`runjob_slurm.testing`.
 
 :class:`BackendContract` is the contract every backend's tests subclass.
 """
@@ -27,11 +28,10 @@ from typing import Any
 import pluggy
 import pytest
 
-from runjob_core import execute
+from runjob_core.transport import execute
 from runjob_core.models import ACTIVE_STATES, TERMINAL_STATES, ClusterConfig, JobSpec, Submission
 
 _hookimpl = pluggy.HookimplMarker("runjob")
-CLUSTER_ENV = Path(os.environ.get("RUNJOB_TEST_DIR", "/var/lib/runjob-test")) / "cluster.env"
 
 
 @pytest.fixture
@@ -113,37 +113,6 @@ def runjob_cli() -> Callable[..., Any]:
     return invoke
 
 
-def read_cluster_env(path: Path = CLUSTER_ENV) -> dict[str, str]:
-    values = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip():
-            values[key.strip()] = value.strip()
-    return values
-
-
-@pytest.fixture(scope="session")
-def slurm_env() -> dict[str, str]:
-    if not CLUSTER_ENV.is_file():
-        reason = f"SLURM tier skipped: {CLUSTER_ENV} not found (run: bash scripts/test-cluster.sh up, as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason.replace("skipped", "required on CI"))
-        pytest.skip(reason)
-    return read_cluster_env()
-
-
-def slurm_cluster_config(env: dict[str, str], name: str = "testslurm", **overrides: Any) -> ClusterConfig:
-    values = dict(
-        name=name, type="slurm", host=env["RUNJOB_TEST_SSH_HOST"], port=int(env["RUNJOB_TEST_SSH_PORT"]),
-        user=env["RUNJOB_TEST_SSH_USER"], identity_file=env["RUNJOB_TEST_SSH_KEY"],
-        known_hosts=env["RUNJOB_TEST_KNOWN_HOSTS"], default_partition="debug",
-        default_account=env.get("RUNJOB_TEST_ACCOUNT"), scratch_path=env["RUNJOB_TEST_SCRATCH"] + "/runjob-tests",
-        gres_format="typed", gpu_type="h100",
-    )
-    values.update(overrides)
-    return ClusterConfig(**values)
-
-
 def write_clusters_yaml(path: Path, clusters: Sequence[ClusterConfig]) -> Path:
     import yaml
 
@@ -174,11 +143,26 @@ class BackendContract:
     """What every backend must do; subclass it with ``__test__ = True``.
 
     Subclasses provide the ``cluster`` fixture (a :class:`ClusterConfig` whose ``type`` is
-    the backend) and may override :meth:`job_spec`. Tests run real jobs on the backend.
+    the backend) and may override :meth:`job_spec`. Tests run real jobs on the backend:
+    registration, rendering with quoting, a round trip, exit codes, cancel, a late stop,
+    reattach by tag, one poll for many jobs, collect, a whole ``runjob run`` through the
+    library gate, a time limit that ends as ``TIMEOUT``, and a lost machine (when the
+    subclass implements :meth:`lose`). A backend that passes the kit works with
+    ``runjob run``.
     """
 
     __test__ = False
     backend: str = ""
+    #: The shortest time limit the backend enforces (SLURM counts in minutes).
+    time_limit: str = "5s"
+    #: How long a job may take to end after its time limit (scheduler grace included).
+    time_limit_grace: float = 120.0
+
+    def lose(self, context: Any, submission: Submission) -> None:
+        """Make the machine running *submission* vanish without a word (kill -9 the runner,
+        delete the pod). Backends that cannot do that on purpose leave this alone and the
+        lost-machine test is skipped."""
+        pytest.skip(f"{self.backend}: the test class does not implement lose()")
 
     def job_spec(self, name: str, command: str, **fields: Any) -> JobSpec:
         from runjob_core.config import job_from_mapping
@@ -314,6 +298,71 @@ class BackendContract:
         for row in rows:
             assert context.store.latest_attempt(row.id).state in ACTIVE_STATES
             lifecycle.cancel(context, context.store.get_job(row.id))
+
+
+    def test_collect_brings_the_results_home(self, context: Any) -> None:
+        from runjob_core import lifecycle
+
+        job = self.job_spec("contract-collect", _WRITE_THREE_ROWS)
+        row, _ = self._submit(context, job)
+        assert self._wait_terminal(context, row.id).state == "COMPLETED"
+        collected = lifecycle.collect(context, context.store.get_job(row.id))
+        assert collected.ok, collected.problems
+        rows = (collected.dest / "results.jsonl").read_text().splitlines()
+        assert sorted(__import__("json").loads(r)["id"] for r in rows) == [0, 1, 2]
+        [results] = [a for a in collected.artifacts if a.kind == "results"]
+        assert results.rows == 3 and results.source
+
+    def test_a_whole_run_through_the_library_gate(self, context: Any) -> None:
+        # What `runjob run` does: gate (pre-flight included), watch, collect, report.
+        from runjob_core import lifecycle, monitor
+        from runjob_core.report import build_report
+
+        launched = lifecycle.launch(context, self.job_spec("contract-run", _WRITE_THREE_ROWS))
+        info = context.backend_info(self.backend)
+        monitor.watch(context, [launched.row.id], min_interval=min(0.5, info.poll_interval), max_interval=info.max_poll_interval)
+        row = context.store.get_job(launched.row.id)
+        assert row.state == "COMPLETED" and row.outcome == "completed"
+        assert lifecycle.collect(context, row).ok
+        report = build_report(context.store, context.store.get_job(row.id))
+        assert report["job"]["state"] == "COMPLETED" and report["results"]["rows"] == 3
+
+    def test_a_time_limit_ends_as_timeout(self, context: Any) -> None:
+        job = self.job_spec("contract-timeout", "sleep 600", resources={"time": self.time_limit}, resume={"auto": False})
+        row, _ = self._submit(context, job)
+        final = self._wait_terminal(context, row.id, timeout=self.time_limit_grace + 600)
+        assert final.state == "TIMEOUT", final
+
+    def test_a_lost_machine_ends_lost_and_is_resumed_only_if_resumable(self, context: Any) -> None:
+        from runjob_core import monitor
+
+        row, submission = self._submit(context, self.job_spec("contract-lost", "sleep 120", resume={"max_attempts": 2}))
+        def running() -> bool:
+            monitor.cycle(context, [row.id])
+            return context.store.latest_attempt(row.id).state == "RUNNING"
+
+        wait_until(running, timeout=120, what="the job to run")
+        self.lose(context, submission)
+        poll = context.hook("runjob_poll", self.backend)
+        cluster = context.clusters[submission.cluster]
+        status = wait_until(lambda: (lambda s: s if s.terminal else None)(
+            poll(submissions=[submission], cluster=cluster, context=context)[submission.backend_job_id]), timeout=120,
+            what="the backend to notice")
+        assert status.state == "LOST", status
+        monitor.cycle(context, [row.id])
+        attempts = context.store.attempts(row.id)
+        assert attempts[0].state == "LOST"
+        assert len(attempts) == (2 if status.resumable else 1)
+        from runjob_core import lifecycle
+
+        lifecycle.cancel(context, context.store.get_job(row.id))
+
+
+#: A job command that writes three result rows where runjob collects them.
+_WRITE_THREE_ROWS = (
+    'for i in 0 1 2; do printf \'{"id": %d, "response": "r%d", "score": 1.0}\\n\' "$i" "$i"; done'
+    ' > "$RUNJOB_RESULTS/results.jsonl"'
+)
 
 
 class _HookSpy:

@@ -22,8 +22,8 @@ def command(path: Path, repo: str, endpoint: str | None, public: bool, revision:
 
     The token comes from HF_TOKEN or the Hub's own login; it is never printed.
     """
-    from runjob_core import artifacts
-    from runjob_core import publish as hub
+    from runjob_hub import artifacts
+    from runjob_hub import publish as hub
 
     table = artifacts.main_results_file(path)
     card = hub.CardInfo(model=None, benchmark=None, job_id=None, title=f"{path.name} results",

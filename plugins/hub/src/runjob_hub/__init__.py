@@ -1,0 +1,32 @@
+"""runjob's Hub chain (not a backend): after the backend downloaded a job's results,
+publish them to the Hugging Face Hub with a dataset card, load them back to verify, and
+validate them (truncation, missing fields, score distribution, duplicates).
+
+It enters through ``runjob_collect`` like any publisher; ``runjob publish`` (this plugin's
+command) does the same for any results folder. The work is in :mod:`runjob_hub.publish`,
+:mod:`runjob_hub.validate` and :mod:`runjob_hub.artifacts`.
+"""
+
+from __future__ import annotations
+
+from runjob_core import hookimpl
+
+SOURCE = "runjob-hub"
+
+
+@hookimpl(trylast=True)
+def runjob_collect(job, submission, status, dest, context):
+    """After the backend downloaded the results: publish and verify (when ``upload.repo`` is
+    set), then validate. Every step becomes an artifact and an event."""
+    from runjob_hub import artifacts
+
+    if not artifacts.main_results_file(dest):
+        return []
+    found = []
+    if job.upload.repo:
+        # The dataset card records the run: its id, attempts and script.
+        row = context.store.get_job(submission.job_id)
+        attempts = len(context.store.attempts(row.id))
+        found += artifacts.publish(dest, job, row, attempts, row.script, submission.cluster)
+    found += artifacts.validate(dest, job)
+    return found

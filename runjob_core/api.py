@@ -1,0 +1,307 @@
+"""runjob for lab tooling: the stable Python API, importable from one place.
+
+Everything a script needs to plan, submit, follow, collect and report jobs, with the same
+gate as the CLI (cluster, canary, pre-flight, refusal) on by default::
+
+    from runjob_core import api
+
+    base = api.load_job("examples/hello.yaml")
+    with api.open() as rj:
+        jobs = [rj.submit(api.variant(base, name=f"hello-q{n}", params={"questions": n})) for n in (5, 10, 20)]
+        for state in rj.wait(jobs):
+            print(state.name, state.state, rj.collect(state).ok)
+
+The names in ``__all__`` are the stable API (semantic versioning applies to them); the
+modules behind them (``lifecycle``, ``monitor``, ``store``) may change between releases.
+Records are frozen attrs classes. Expected failures raise :class:`RunjobError`
+subclasses (:class:`RefusedError` when pre-flight or a failed canary refuses a job).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from runjob_core.errors import ConfigError, RefusedError, RunjobError
+from runjob_core.lifecycle import Collected
+from runjob_core.models import ACTIVE_STATES, JobSpec, Rendered
+
+__all__ = [
+    "Collected", "ConfigError", "JobRef", "JobState", "Plan", "RefusedError", "RunResult", "RunjobError", "Session",
+    "job_from_dict", "load_job", "open", "variant",
+]
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@attrs.frozen
+class JobRef:
+    """A submitted runjob job: what :meth:`Session.submit` returns and every other method takes."""
+
+    #: The runjob id (``rj-...``), stable across attempts.
+    id: str
+    name: str
+    cluster: str
+    #: ``full`` or ``canary``.
+    kind: str
+
+
+@attrs.frozen
+class JobState:
+    """Where a job stands, as the state store records it."""
+
+    id: str
+    name: str
+    cluster: str
+    kind: str
+    #: The latest attempt's state (``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ...).
+    state: str
+    #: How many attempts ran (resumes and retries included).
+    attempts: int
+    #: runjob's word on how it ended (``completed``, ``stopped: nan_loss: ...``), or ``None``.
+    outcome: str | None
+    exit_code: int | None
+    rows_done: int | None
+    step: int | None
+    #: Seconds the latest attempt has run (or ran).
+    elapsed: float | None
+
+    @property
+    def done(self) -> bool:
+        return self.state not in ACTIVE_STATES
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "COMPLETED"
+
+
+@attrs.frozen
+class Plan:
+    """Pre-flight without submitting: estimates, problems, warnings and the rendered script."""
+
+    estimates: tuple[Any, ...]
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+    rendered: Rendered
+    review: tuple[tuple[str, str], ...]
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.problems)
+
+
+@attrs.frozen
+class RunResult:
+    """The library version of ``runjob run``: final state, what was collected, the report."""
+
+    state: JobState
+    collected: Collected | None
+    report: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.state.ok and self.collected is not None and self.collected.ok
+
+
+# ----------------------------------------------------------------------------- job specs
+
+
+def load_job(path: str | Path) -> JobSpec:
+    """Load and validate a job file (one :class:`ConfigError` listing every problem)."""
+    from runjob_core import config
+
+    return config.load_job(Path(path))
+
+
+def job_from_dict(data: Mapping[str, Any], *, source: str = "<python>", base_dir: str | Path = ".") -> JobSpec:
+    """Validate a job given as a mapping (the same keys as a job file)."""
+    from runjob_core import config
+
+    return config.job_from_mapping(dict(data), source=source, base_dir=str(base_dir))
+
+
+def variant(job: JobSpec, *, name: str | None = None, params: Mapping[str, Any] | None = None, **changes: Any) -> JobSpec:
+    """A copy of *job* for a sweep: a new ``name`` (each point needs its own), ``params``
+    merged over the job's, and any other top-level field replaced. The copy is validated
+    again, so a bad value fails here, before anything is submitted."""
+    from runjob_core import config
+
+    data = config.unstructure(job)
+    data.pop("source", None)
+    base_dir = data.pop("base_dir", ".")
+    if name is not None:
+        data["name"] = name
+    if params:
+        data["params"] = {**data.get("params", {}), **params}
+    data.update(changes)
+    return job_from_dict(data, source=f"{job.source} (variant {data['name']})", base_dir=base_dir)
+
+
+# ----------------------------------------------------------------------------- the session
+
+
+def open(*, clusters: str | Path | None = None, on_event: Callable[[Any], None] | None = None) -> Session:  # noqa: A001
+    """Open the state store of the working directory (``$RUNJOB_HOME`` or ``./.runjob``)
+    with the installed plugins and the clusters of ``clusters.yaml``. Use it as a context
+    manager, or call :meth:`Session.close`."""
+    from runjob_core import lifecycle
+
+    context = lifecycle.open_context(clusters_path=Path(clusters) if clusters else None, on_event=on_event)
+    return Session(context)
+
+
+class Session:
+    """One open state store and its connections; every job method takes a :class:`JobRef`,
+    a :class:`JobState` or a job id / name."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._context.close()
+
+    # -- before submitting
+
+    def plan(self, job: JobSpec, *, canary: bool = False) -> Plan:
+        """Pre-flight and render *job* without submitting anything."""
+        from runjob_core import lifecycle
+
+        context = self._context
+        cluster = lifecycle.cluster_for(context, job)
+        if canary:
+            job = lifecycle.apply_canary(job)
+        checks = lifecycle.preflight(context, job, cluster, canary=canary)
+        rendered = lifecycle.render_preview(context, job, cluster, limit=job.canary.limit if canary else None)
+        return Plan(checks.estimates, checks.problems, checks.warnings, rendered,
+                    tuple(lifecycle.review_rows(job, cluster, rendered)))
+
+    # -- submitting
+
+    def submit(self, job: JobSpec, *, canary: bool = False, force: bool = False, new: bool = False,
+               failed_canary: bool = False, spec_path: str | None = None) -> JobRef:
+        """Submit *job* through the same gate as ``runjob submit``: pre-flight problems and a
+        failed last canary raise :class:`RefusedError` unless *force* / *failed_canary*.
+        The same spec already running is followed, not submitted twice (unless *new*)."""
+        from runjob_core import lifecycle
+
+        launched = lifecycle.launch(self._context, job, spec_path=spec_path or job.source, canary=canary, force=force,
+                                    new=new, failed_canary=failed_canary)
+        return _ref(launched.row)
+
+    def run(self, job: JobSpec, *, canary: bool = False, force: bool = False, new: bool = False,
+            failed_canary: bool = False, timeout: float | None = None) -> RunResult:
+        """``runjob run`` as a function: submit, wait (resumes included), collect, report."""
+        ref = self.submit(job, canary=canary, force=force, new=new, failed_canary=failed_canary)
+        [state] = self.wait([ref], timeout=timeout)
+        collected = self.collect(ref) if state.ok else None
+        return RunResult(self.status(ref), collected, self.report(ref))
+
+    # -- following
+
+    def status(self, job: JobRef | JobState | str) -> JobState:
+        """The job's state as last recorded (call :meth:`refresh` or :meth:`wait` to poll)."""
+        store = self._context.store
+        row = store.find_job(_key(job))
+        attempts = store.attempts(row.id)
+        latest = attempts[-1] if attempts else None
+        elapsed = None
+        if latest is not None and latest.started_at:
+            elapsed = (latest.ended_at or time.time()) - latest.started_at
+        return JobState(
+            id=row.id, name=row.name, cluster=row.cluster, kind=row.kind, state=latest.state if latest else row.state,
+            attempts=len(attempts), outcome=row.outcome, exit_code=latest.exit_code if latest else None,
+            rows_done=latest.rows_done if latest else None, step=latest.step if latest else None, elapsed=elapsed,
+        )
+
+    def refresh(self, jobs: Iterable[JobRef | JobState | str]) -> list[JobState]:
+        """Poll the jobs' backends once (batched per cluster), run the health checks, apply
+        their actions (resume, stop), and return the new states."""
+        from runjob_core import monitor
+
+        ids = self._ids(jobs)
+        monitor.cycle(self._context, ids)
+        return [self.status(job_id) for job_id in ids]
+
+    def wait(self, jobs: Iterable[JobRef | JobState | str], *, timeout: float | None = None,
+             on_cycle: Callable[[list[JobState]], None] | None = None) -> list[JobState]:
+        """Follow *jobs* until every one has ended (automatic resumes included), polling each
+        cluster once per cycle and backing off while nothing changes. Raises
+        :class:`TimeoutError` after *timeout* seconds (the jobs keep running)."""
+        from runjob_core import monitor
+
+        ids = self._ids(jobs)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        context = self._context
+        clusters = {context.store.get_job(job_id).cluster for job_id in ids}
+        infos = [context.backend_info(context.clusters[c].type) for c in clusters if c in context.clusters]
+        interval = min([i.poll_interval for i in infos] or [1.0])
+        longest = max([i.max_poll_interval for i in infos] or [30.0])
+        while True:
+            result = monitor.cycle(context, ids)
+            states = [self.status(job_id) for job_id in ids]
+            if on_cycle is not None:
+                on_cycle(states)
+            if result.finished >= set(ids):
+                return states
+            if deadline is not None and time.monotonic() >= deadline:
+                waiting = ", ".join(s.name for s in states if not s.done)
+                raise TimeoutError(f"still running after {timeout:g} s: {waiting}")
+            interval = min(interval, 0.5) if result.changed else min(longest, interval * 1.5)
+            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+
+    # -- after
+
+    def collect(self, job: JobRef | JobState | str) -> Collected:
+        """Download the results into ``./results/<name>/``, publish and validate them."""
+        from runjob_core import lifecycle
+
+        return lifecycle.collect(self._context, self._context.store.find_job(_key(job)))
+
+    def report(self, job: JobRef | JobState | str) -> dict[str, Any]:
+        """The results report (the same document as ``runjob report --json``)."""
+        from runjob_core.report import build_report
+
+        store = self._context.store
+        return build_report(store, store.find_job(_key(job)))
+
+    def resume(self, job: JobRef | JobState | str) -> JobRef:
+        """Resume a job that stopped early, from its newest complete checkpoint."""
+        from runjob_core import resume
+
+        row = self._context.store.find_job(_key(job))
+        plan, _latest = resume.plan(self._context, row)
+        resume.resubmit(self._context, row, plan)
+        return _ref(row)
+
+    def cancel(self, job: JobRef | JobState | str) -> list[str]:
+        """Cancel the job's active attempts; returns the backend ids cancelled."""
+        from runjob_core import lifecycle
+
+        return lifecycle.cancel(self._context, self._context.store.find_job(_key(job)))
+
+    def jobs(self, *, limit: int = 50) -> list[JobState]:
+        """The most recent jobs of this state store."""
+        return [self.status(row.id) for row in self._context.store.list_jobs(limit=limit)]
+
+    def _ids(self, jobs: Iterable[JobRef | JobState | str]) -> list[str]:
+        return [self._context.store.find_job(_key(job)).id for job in jobs]
+
+
+def _key(job: JobRef | JobState | str) -> str:
+    return job if isinstance(job, str) else job.id
+
+
+def _ref(row: Any) -> JobRef:
+    return JobRef(id=row.id, name=row.name, cluster=row.cluster, kind=row.kind)
+

@@ -1,0 +1,67 @@
+"""Offline health scans: a log file fed to every installed checker through
+``runjob_check_health``, exactly as the monitor feeds a running job's log.
+
+The file is one *scan* submission (``backend == "scan"``): its windows are the file's
+complete lines, in chunks, while its status is ``RUNNING``-free ``PENDING`` (no stall or
+disk checks: there is no live job); a last call with an empty window and a ``COMPLETED``
+status lets streaming checkers decide what was still open (a traceback at the end).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from runjob_core import plugins
+from runjob_core.models import COMPLETED, PENDING, Finding, HealthPolicy, JobSpec, JobStatus, ModelSpec, Submission
+
+#: Bytes read per window; checkers see complete lines only.
+CHUNK_BYTES = 8 << 20
+SOURCE = "runjob-scan"
+
+
+def scan_submission(path: str | Path) -> Submission:
+    """The stand-in submission of an offline scan of *path*."""
+    path = str(Path(path).absolute())
+    folder = str(Path(path).parent)
+    return Submission(job_id="scan", attempt=1, backend="scan", cluster="scan", backend_job_id=path, tag=f"scan:{path}",
+                      job_dir=folder, workdir=folder, log_path=path, results_dir=folder, checkpoint_dir=folder,
+                      progress_path=folder + "/progress.json", submitted_at=time.time(), source=SOURCE)
+
+
+def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: JobSpec | None = None) -> list[Finding]:
+    """All findings of every installed checker on the file at *path*."""
+    job = job or JobSpec(name="scan", command="true", model=ModelSpec(max_tokens=max_tokens), health=HealthPolicy())
+    submission = scan_submission(path)
+    caller = context.pm.hook.runjob_check_health
+    found: list[Finding] = []
+    failures: list[str] = []
+
+    def failed(name: str, exc: BaseException) -> None:
+        from runjob_core import lifecycle
+
+        if name not in failures:
+            failures.append(name)
+            lifecycle.plugin_failed(context, None, "runjob_check_health", name, exc)
+
+    def call(window: str, status: JobStatus) -> None:
+        kwargs = {"job": job, "submission": submission, "status": status, "window": window, "progress": None,
+                  "context": context}
+        found.extend(plugins.flatten(plugins.call_each(caller, kwargs, on_error=failed)))
+
+    waiting = JobStatus(state=PENDING, source=SOURCE)
+    with open(path, "rb") as handle:
+        rest = b""
+        while True:
+            chunk = handle.read(CHUNK_BYTES)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                call(data[:cut].decode("utf-8", "replace"), waiting)
+        if rest:
+            call(rest.decode("utf-8", "replace"), waiting)
+    call("", JobStatus(state=COMPLETED, source=SOURCE, reason="end of file"))
+    return found

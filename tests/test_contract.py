@@ -1,0 +1,382 @@
+"""Contract 2: hooks carry their inputs, machines per job, routing, isolation, backend keys.
+
+The backend under test here, ``rented``, rents a "machine" per attempt the way a RunPod
+backend does (provision -> transport for that machine -> submit -> release), but runs the
+job with the local runner, so the whole lifecycle runs for real on this machine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import attrs
+import pytest
+
+from runjob_core import hookimpl, lifecycle, monitor, plugins
+from runjob_core.errors import ConfigError, UnknownBackendError
+from runjob_core.models import LOST, BackendInfo, Finding, JobStatus, Machine
+from runjob_core.transport import LocalTransport
+
+
+
+# ----------------------------------------------------------------------------- the contract text
+
+
+def test_every_hook_parameter_is_documented():
+    from runjob_core import hookspecs
+
+    for name in [n for n in dir(hookspecs) if n.startswith("runjob_")]:
+        function = getattr(hookspecs, name)
+        doc = function.__doc__ or ""
+        for parameter in inspect.signature(function).parameters:
+            assert re.search(rf":param {parameter}:", doc), f"{name}: parameter {parameter!r} is not documented"
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def test_a_misspelled_hook_gets_a_did_you_mean(with_fake_dist):
+    _pm, infos = plugins.get_plugin_manager()
+    [typo] = [i for i in infos if i.name == "fakemisspelled"]
+    assert "did you mean 'runjob_submit'?" in typo.error
+
+
+def test_a_broken_installed_backend_is_reported_broken_not_missing(with_fake_dist):
+    pm, _infos = plugins.get_plugin_manager()
+    with pytest.raises(UnknownBackendError) as caught:
+        plugins.require_backend(pm, "fakebroken", cluster="mine")
+    message = str(caught.value)
+    assert "is installed (fake-runjob-plugins) but broken" in message and "broken on purpose" in message
+    assert "pip install" not in message
+
+
+def test_health_scan_runs_a_third_party_checker_through_the_hook(with_fake_dist, tmp_path, runjob_home):
+    from click.testing import CliRunner
+
+    from runjob_core.cli import cli
+
+    log = tmp_path / "job.log"
+    log.write_text("step 1\nFAKE-PROBLEM here\nstep 2\n")
+    result = CliRunner().invoke(cli, ["health", "scan", str(log), "--json"], catch_exceptions=False)
+    import json
+
+    findings = json.loads(result.stdout)[0]["findings"]
+    assert {"label": "fake_problem", "line": 2, "source": "fakechecker"}.items() <= findings[0].items()
+
+
+# ----------------------------------------------------------------------------- a machine per job
+
+
+@attrs.frozen
+class RentedOptions:
+    """The rented backend's own cluster keys."""
+
+    price_per_hour: float = 1.0
+    fail_staging: bool = False
+
+
+class Rented:
+    """A backend that creates a machine per attempt (the machine is this host, the job runs
+    with the local runner): what the contract must carry for RunPod-like backends."""
+
+    def __init__(self, *, lose_first: bool = False) -> None:
+        self.provisioned: list[str] = []
+        self.released: list[tuple[str, str]] = []
+        self.transports: list[str | None] = []
+        self.lose_first = lose_first
+
+    @hookimpl
+    def runjob_backend_info(self):
+        return BackendInfo(name="rented", source="rented", options=RentedOptions, machine_per_job=True,
+                           poll_interval=0.2, max_poll_interval=1.0)
+
+    @hookimpl
+    def runjob_provision(self, attempt, cluster):
+        assert cluster.options.price_per_hour == 2.5
+        machine = Machine(id=f"m-{attempt.tag}", host=None, port=22, user="root", source="rented")
+        self.provisioned.append(machine.id)
+        return machine
+
+    @hookimpl
+    def runjob_transport(self, cluster, machine):
+        self.transports.append(machine.id if machine else None)
+        if machine is not None and cluster.options.fail_staging:
+            return _FailingTransport()
+        return LocalTransport()
+
+    @hookimpl
+    def runjob_submit(self, job, attempt, rendered, cluster, transport, context):
+        from runjob_local import _runner
+
+        assert attempt.machine is not None and attempt.machine.id == f"m-{attempt.tag}"
+        return _runner.submit(job, attempt, rendered, attrs.evolve(cluster, type="rented"), context)
+
+    @hookimpl
+    def runjob_poll(self, submissions):
+        from runjob_local import _runner
+
+        statuses = _runner.poll(submissions)
+        if self.lose_first:
+            for s in submissions:
+                if s.attempt == 1 and statuses[s.backend_job_id].terminal:
+                    statuses[s.backend_job_id] = JobStatus(state=LOST, source="rented", reason="machine reclaimed",
+                                                           resumable=True)
+        return statuses
+
+    @hookimpl
+    def runjob_cancel(self, submissions):
+        from runjob_local import _runner
+
+        return _runner.cancel(submissions)
+
+    @hookimpl(tryfirst=True)
+    def runjob_collect(self, submission, dest):
+        from runjob_local import _runner
+
+        return _runner.collect(submission, dest)
+
+    @hookimpl
+    def runjob_release(self, machine, reason):
+        self.released.append((machine.id, reason))
+
+
+class _FailingTransport(LocalTransport):
+    def put_tree(self, root, files, *, also_make=()):
+        from runjob_core.errors import TransportError
+
+        raise TransportError("the machine went away while staging")
+
+
+def _context(runjob_home: Path, backend: Rented, **options):
+    pm, _ = plugins.get_plugin_manager()
+    pm.register(backend, name="rented")
+    lines = "".join(f"    {k}: {v}\n" for k, v in {"price_per_hour": 2.5, **options}.items())
+    clusters = runjob_home / ".runjob" / "clusters.yaml"
+    clusters.parent.mkdir(parents=True, exist_ok=True)
+    clusters.write_text(f"clusters:\n  box:\n    type: rented\n    scratch_path: {runjob_home}/scratch\n{lines}")
+    return lifecycle.open_context(pm=pm)
+
+
+def _job(name: str, command: str, **fields):
+    from runjob_core.config import job_from_mapping
+
+    return job_from_mapping({"name": name, "command": command, "cluster": "box", **fields}, source=f"{name}.yaml",
+                            base_dir=str(Path.cwd()))
+
+
+def test_a_machine_per_job_is_provisioned_used_and_released_after_collect(runjob_home):
+    backend = Rented()
+    context = _context(runjob_home, backend)
+    job = _job("rent", 'printf \'{"id": 1}\\n\' > "$RUNJOB_RESULTS/results.jsonl"')
+    launched = lifecycle.launch(context, job)
+    row = launched.row
+    assert launched.submission.machine.id == f"m-runjob:{row.id}:1"
+    assert context.store.attempt(row.id, 1).machine.id == launched.submission.machine.id
+    monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
+    assert context.store.latest_attempt(row.id).state == "COMPLETED"
+    assert backend.released == []  # the results are still on the machine
+    collected = lifecycle.collect(context, context.store.get_job(row.id))
+    assert collected.ok, collected.problems
+    assert backend.released == [(f"m-runjob:{row.id}:1", "collected")]
+    assert context.store.attempt(row.id, 1).released_at is not None
+    assert f"m-runjob:{row.id}:1" in backend.transports  # the job's own transport served it
+    context.close()
+
+
+def test_submit_failing_after_provisioning_releases_the_machine(runjob_home):
+    backend = Rented()
+    context = _context(runjob_home, backend, fail_staging="true")
+    from runjob_core.errors import TransportError
+
+    with pytest.raises(TransportError):
+        lifecycle.launch(context, _job("stage-fails", "true"))
+    # A lost connection keeps the attempt SUBMITTING (the job may exist): nothing is released yet.
+    [row] = context.store.list_jobs()
+    assert context.store.latest_attempt(row.id).state == "SUBMITTING"
+    assert backend.released == []
+    context.close()
+
+
+def test_a_rejected_submission_releases_the_machine(runjob_home):
+    class Refusing(Rented):
+        @hookimpl
+        def runjob_submit(self, job, attempt, rendered, cluster, transport, context):
+            from runjob_core.errors import BackendError
+
+            raise BackendError("no GPUs of that type today")
+
+    backend = Refusing()
+    context = _context(runjob_home, backend)
+    from runjob_core.errors import BackendError
+
+    with pytest.raises(BackendError):
+        lifecycle.launch(context, _job("refused", "true"))
+    [row] = context.store.list_jobs()
+    assert backend.released == [(f"m-runjob:{row.id}:1", "submit failed: no GPUs of that type today")]
+    assert context.store.attempts(row.id) == []
+    context.close()
+
+
+def test_a_lost_machine_the_backend_marks_resumable_is_resumed_on_a_new_machine(runjob_home):
+    backend = Rented(lose_first=True)
+    context = _context(runjob_home, backend)
+    row = lifecycle.launch(context, _job("lost", "echo working")).row
+    monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
+    attempts = context.store.attempts(row.id)
+    assert [a.state for a in attempts] == ["LOST", "COMPLETED"]
+    assert backend.provisioned == [f"m-runjob:{row.id}:1", f"m-runjob:{row.id}:2"]
+    assert (f"m-runjob:{row.id}:1", "ended LOST") in backend.released
+    kinds = [e.kind for e in context.store.events(row.id)]
+    assert "resuming" in kinds and kinds.count("provisioned") == 2
+    context.close()
+
+
+def test_a_cancel_releases_the_machine(runjob_home):
+    backend = Rented()
+    context = _context(runjob_home, backend)
+    row = lifecycle.launch(context, _job("cancelled", "sleep 60")).row
+    lifecycle.cancel(context, context.store.get_job(row.id))
+    assert backend.released == [(f"m-runjob:{row.id}:1", "cancelled")]
+    context.close()
+
+
+def test_clusters_check_skips_host_checks_for_machine_per_job_backends(runjob_home):
+    from runjob_core import checks
+
+    class Checked(Rented):
+        @hookimpl
+        def runjob_check_cluster(self, cluster, transport):
+            from runjob_core.models import CheckResult
+
+            return [CheckResult(check="api key", ok=transport is None, detail="accepted", source="rented")]
+
+    context = _context(runjob_home, Checked())
+    rows = checks.check_cluster(context, "box")
+    assert [r["check"] for r in rows] == ["api key"] and rows[0]["ok"]
+    context.close()
+
+
+# ----------------------------------------------------------------------------- backend keys
+
+
+def test_backend_keys_are_validated_with_path_and_did_you_mean(runjob_home):
+    from runjob_core import config
+
+    backends = {"rented": Rented().runjob_backend_info()}
+    path = runjob_home / "clusters.yaml"
+    path.write_text("clusters:\n  box:\n    type: rented\n    price_per_hour: 3\n")
+    assert config.load_clusters(path, backends=backends)["box"].options == RentedOptions(price_per_hour=3.0)
+    path.write_text("clusters:\n  box:\n    type: rented\n    price_per_huor: 3\n    fail_staging: maybe\n")
+    with pytest.raises(ConfigError) as caught:
+        config.load_clusters(path, backends=backends)
+    problems = caught.value.problems
+    assert any("unknown key 'price_per_huor' at $.clusters.box" in p and "did you mean 'price_per_hour'?" in p for p in problems)
+    assert any("$.clusters.box.fail_staging" in p for p in problems)
+
+
+def test_keys_of_a_backend_that_is_not_installed_wait_for_it(runjob_home):
+    from runjob_core import config
+
+    path = runjob_home / "clusters.yaml"
+    path.write_text("clusters:\n  pods:\n    type: runpod\n    gpu_types: [H100]\n")
+    cluster = config.load_clusters(path, backends={})["pods"]
+    assert cluster.options == {"gpu_types": ["H100"]}
+
+
+def test_required_core_keys_come_from_the_backend(runjob_home):
+    from runjob_core import config
+
+    path = runjob_home / "clusters.yaml"
+    path.write_text("clusters:\n  hpc:\n    type: slurm\n")
+    with pytest.raises(ConfigError, match=r"required key missing at \$\.clusters\.hpc\.host"):
+        config.load_clusters(path, backends={"slurm": BackendInfo(name="slurm", source="t", required_keys=("host",))})
+
+
+# ----------------------------------------------------------------------------- routing, isolation
+
+
+class _OtherBackend:
+    """A second backend whose hooks must never run for a local job."""
+
+    calls: list[str] = []
+
+    @hookimpl
+    def runjob_submit(self, job):
+        raise AssertionError("not my job")
+
+    @hookimpl
+    def runjob_estimate(self, job):
+        self.calls.append("estimate")
+        raise RuntimeError("the other backend's estimate ran for a local job")
+
+
+def test_estimate_is_routed_to_the_jobs_backend(runjob_home):
+    pm, _ = plugins.get_plugin_manager()
+    pm.register(_OtherBackend(), name="other")
+    context = lifecycle.open_context(pm=pm)
+    checks = lifecycle.preflight(context, _job("routed", "true", cluster="local"), context.clusters["local"])
+    assert _OtherBackend.calls == [] and not checks.refused
+    context.close()
+
+
+class _BrokenChecker:
+    @hookimpl
+    def runjob_check_health(self, window):
+        raise ZeroDivisionError("checker bug")
+
+    @hookimpl
+    def runjob_collect(self, dest):
+        raise KeyError("publisher bug")
+
+
+class _GoodChecker:
+    @hookimpl
+    def runjob_check_health(self, job, window, progress):
+        if "SPECIAL" in window:
+            return [Finding(label="special", severity="info", message="seen", action="continue", source="good")]
+        return None
+
+
+def test_a_failing_plugin_is_named_once_and_the_rest_carries_on(runjob_home):
+    pm, _ = plugins.get_plugin_manager()
+    pm.register(_BrokenChecker(), name="brokenchecker")
+    pm.register(_GoodChecker(), name="goodchecker")
+    context = lifecycle.open_context(pm=pm)
+    job = _job("isolated", "echo SPECIAL; sleep 1; echo more", cluster="local")
+    row = lifecycle.launch(context, job).row
+    monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
+    assert context.store.latest_attempt(row.id).state == "COMPLETED"
+    collected = lifecycle.collect(context, context.store.get_job(row.id))
+    errors = context.store.events(row.id, kinds=("plugin_error",))
+    health_errors = [e for e in errors if e.data.get("hook") == "runjob_check_health"]
+    assert len(health_errors) == 1 and "brokenchecker" in health_errors[0].message
+    assert [e for e in errors if e.data.get("hook") == "runjob_collect"]
+    assert any(f.data.get("label") == "special" for f in context.store.events(row.id, kinds=("finding",)))
+    assert not collected.ok and any("brokenchecker" in p for p in collected.problems)
+    context.close()
+
+
+# ----------------------------------------------------------------------------- the tree
+
+
+def test_no_core_module_imports_a_plugin_or_names_a_backend():
+    import ast
+
+    core = Path(__file__).resolve().parents[1] / "runjob_core"
+    plugin_packages = ("runjob_local", "runjob_slurm", "runjob_health", "runjob_hub", "runjob_runpod")
+    offenders = []
+    for path in core.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(core)} imports {n}" for n in names if n.split(".")[0] in plugin_packages]
+            # A backend named in code (not the built-in `local` cluster, which always exists).
+            if isinstance(node, ast.Constant) and node.value in ("slurm", "runpod"):
+                offenders.append(f"{path.relative_to(core)} names the backend {node.value!r}")
+    assert offenders == []
