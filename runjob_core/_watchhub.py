@@ -265,10 +265,6 @@ class Hub:
         for sub in holders:
             sub.callback(PATH, path)
 
-    def pid(self, root: str) -> int | None:
-        watcher = self.watchers.get(root)
-        return watcher.pid if watcher else None
-
     def close(self) -> None:
         for watcher in self.watchers.values():
             if watcher.stream is not None:
