@@ -196,9 +196,18 @@ def _registry(context) -> dict[str, Any]:
     return pad
 
 
+def enable(context) -> None:
+    """Use the push path in this context: a long-running follower (``monitor.watch``,
+    ``runjob logs -f``) asks for it; a one-off cycle (``runjob status``, ``watch --once``,
+    the API's refresh) polls and starts no remote watcher."""
+    _registry(context)["enabled"] = True
+
+
 def for_cluster(context, cluster) -> Watch | None:
     """The cluster's :class:`Watch` (subscribed on first use), or None without a push path."""
     pad = _registry(context)
+    if not pad.get("enabled"):
+        return None
     watches = pad["watches"]
     if cluster.name in watches:
         watch = watches[cluster.name]
@@ -400,6 +409,8 @@ def wait_for_wakeup(context, timeout: float) -> dict[str, set[str]]:
 
 
 def close(context) -> None:
+    pad = _registry(context)
     for watch in watches(context):
         watch.close()
-    _registry(context)["watches"].clear()
+    pad["watches"].clear()
+    pad["enabled"] = False

@@ -417,6 +417,8 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
     interval = min_interval
     woken: dict[str, set[str]] | None = None
     next_full = 0.0
+    if not once:
+        _watch.enable(context)
     try:
         while True:
             full = woken is None

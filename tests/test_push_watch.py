@@ -181,6 +181,8 @@ def test_a_dead_watcher_is_started_again_with_every_followed_job(runjob_home, tm
         cluster = lifecycle.cluster_for(context, job_from_mapping({"name": "x", "command": "true"}, source="x.yaml"))
         log = tmp_path / "logs" / "x.rj-9.1.out"
         log.parent.mkdir()
+        assert _watch.for_cluster(context, cluster) is None  # a one-off cycle starts no watcher
+        _watch.enable(context)
         watch = _watch.for_cluster(context, cluster)
         watch.follow("rj-9", str(log))
         wait_until(lambda: watch.alive, what="the watcher to start")

@@ -29,6 +29,8 @@ def command(job: str, follow: bool, attempt: int | None) -> None:
         from runjob_core import _watch
 
         # The push path: the cluster's watcher wakes this loop when the log grows.
+        if follow:
+            _watch.enable(context)
         watch = _watch.for_submission(context, submission) if follow else None
         if watch is not None:
             watch.follow(row.id, submission.log_path)

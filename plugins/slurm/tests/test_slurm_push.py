@@ -55,10 +55,12 @@ def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, 
     event = terminal_event(ctx, row.id)
     assert event.data["trigger"] == "watcher"
     assert {"marker:exit", "marker:end"} & set(event.data["causes"])
-    # Every scheduler poll after the first cycle's was asked for by the watcher: the
-    # job's start, then its end. The end was confirmed by the first poll or a re-poll.
+    # Every scheduler poll after the first cycle's was asked for by the watcher: the job's
+    # start, then its end, confirmed by that poll or by a short series of re-polls while
+    # SLURM was still finishing the job (how many depends on the machine's load).
     assert len(squeues(ctx)) == 1 + event.data["wake_polls"]
-    assert 1 <= event.data["ending_polls"] <= 2
+    assert 1 <= event.data["ending_polls"] <= 1 + len(_watch.CONFIRM_DELAYS)
+    assert event.data["wake_polls"] >= event.data["ending_polls"]
     log = ctx.transport(ctx.clusters["under-test"]).read_from(attempt.submission.log_path, 0)
     assert b"finished-line" in log
 
