@@ -52,7 +52,7 @@ _ENDING = frozenset({"marker:exit", "marker:end", "confirm"})
 
 
 def causes_poll(causes) -> bool:
-    return any(c == "confirm" or (c.startswith("marker:") and c[7:] in POLL_MARKERS) for c in causes)
+    return any(c in ("confirm", "resync") or (c.startswith("marker:") and c[7:] in POLL_MARKERS) for c in causes)
 
 
 class Watch:
@@ -103,10 +103,14 @@ class Watch:
         with self.bell:
             if kind == _watchhub.STATE:
                 if value != self.state:
-                    self.state = value
+                    was_alive, self.state = self.alive, value
                     self.history.append(value)
                     if not self.alive:
                         self.died_at = time.monotonic()
+                    elif not was_alive:
+                        # News from before it was watching is lost: look at every followed job once.
+                        for job_id in self._jobs:
+                            self.pending.setdefault(job_id, set()).add("resync")
                     parts = value.split()
                     if parts[0] == "alive" and len(parts) > 2 and parts[2].isdigit():
                         self.pid = int(parts[2])

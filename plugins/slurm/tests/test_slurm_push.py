@@ -54,13 +54,16 @@ def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, 
     assert f"alive {how}" in " ".join(history)
     event = terminal_event(ctx, row.id)
     assert event.data["trigger"] == "watcher"
-    assert {"marker:exit", "marker:end"} & set(event.data["causes"])
+    # Its end markers (or, if the job beat the watcher's start, the look every followed job
+    # gets when a watcher comes alive).
+    assert {"marker:exit", "marker:end", "resync"} & set(event.data["causes"])
     # Every scheduler poll after the first cycle's was asked for by the watcher: the job's
     # start, then its end, confirmed by that poll or by a short series of re-polls while
     # SLURM was still finishing the job (how many depends on the machine's load).
     assert len(squeues(ctx)) == 1 + event.data["wake_polls"]
-    assert 1 <= event.data["ending_polls"] <= 1 + len(_watch.CONFIRM_DELAYS)
-    assert event.data["wake_polls"] >= event.data["ending_polls"]
+    if "resync" not in event.data["causes"]:
+        assert 1 <= event.data["ending_polls"] <= 1 + len(_watch.CONFIRM_DELAYS)
+        assert event.data["wake_polls"] >= event.data["ending_polls"]
     log = ctx.transport(ctx.clusters["under-test"]).read_from(attempt.submission.log_path, 0)
     assert b"finished-line" in log
 
