@@ -340,9 +340,12 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
             f"invalid job name {job.name!r} at $.name in {label}: use letters, digits, '.', '_' and '-' "
             "(it becomes a file name and a scheduler job name)"
         )
+    if job.model.engine is not None and job.model.engine not in ("vllm", "hf", "sglang"):
+        problems.append(f"unknown engine {job.model.engine!r} at $.model.engine in {label}; engines: vllm, hf, sglang")
     if job.template not in TEMPLATES:
         problems.append(f"unknown template {job.template!r} at $.template in {label}; templates: {', '.join(TEMPLATES)}")
-    for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time)):
+    for key, value in (("resources.time", job.resources.time), ("canary.time", job.canary.time),
+                       ("model.startup_timeout", job.model.startup_timeout)):
         if value is not None:
             try:
                 parse_duration(value)
@@ -362,6 +365,9 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
         problems.extend(_secret_problem(key, f"$.env.{key}", label))
     if not job.command.strip():
         problems.append(f"empty command at $.command in {label}")
+    from runjob_core._serving_rules import serving_problems
+
+    problems.extend(serving_problems(job, label))
     if "RUNJOB_COMMAND_END" in job.command.splitlines():
         problems.append(f"the line RUNJOB_COMMAND_END at $.command in {label} is reserved by the training template")
     return problems
@@ -369,6 +375,10 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
 
 #: Fields that describe where/how a spec was read, not the experiment.
 _NOT_HASHED = ("source", "base_dir")
+#: Keys added after 0.1, left out of the hash while they hold their default, so stored jobs
+#: keep their hash: (section, key, default).
+_ADDED_LATER = (("model", "engine", None), ("model", "max_tokens_reason", None), ("model", "serve", True),
+                ("model", "serve_args", ()), ("model", "startup_timeout", None))
 
 
 def spec_hash(job: JobSpec) -> str:
@@ -376,6 +386,9 @@ def spec_hash(job: JobSpec) -> str:
     data = unstructure(job)
     for key in _NOT_HASHED:
         data.pop(key, None)
+    for section, key, default in _ADDED_LATER:
+        if data.get(section, {}).get(key, default) == default:
+            data[section].pop(key, None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

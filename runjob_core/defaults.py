@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pluggy
 
 from runjob_core import templating
@@ -13,38 +14,19 @@ hookimpl = pluggy.HookimplMarker("runjob")
 SOURCE = "runjob-core"
 
 
-#: Which estimator kind a template means; a training job may say params.method: lora|qlora.
-_KIND_OF_TEMPLATE = {"vllm": "inference", "training": "full_ft"}
-
-
 @hookimpl
 def runjob_estimate(job, cluster, context):
-    """GPU memory: will the model fit on the GPUs the job asks for? (vllm and training jobs)"""
-    model = job.model.path or job.model.name
-    gpu = job.resources.gpu_type or cluster.gpu_type
-    kind = job.params.get("method") if job.template == "training" else None
-    kind = kind if kind in ("full_ft", "lora", "qlora") else _KIND_OF_TEMPLATE.get(job.template)
-    if not (model and gpu and kind and job.resources.gpus > 0):
-        return None
-    from runjob_core.errors import RunjobError
-    from runjob_core.estimator import estimate
+    """GPU memory: will the model fit on the GPUs the job asks for? (see runjob_core.estimator.jobspec)
 
-    params = job.params
-    try:
-        result = estimate(
-            model, kind, gpu, num_gpus=job.resources.gpus, tp=params.get("tensor_parallel_size"),
-            dtype=job.model.dtype or "bf16", max_model_len=job.model.max_model_len,
-            concurrency=int(params.get("concurrency", 1)), seq_len=int(params.get("seq_len", 2048)),
-            batch=int(params.get("micro_batch_size", params.get("batch_size", 1))),
-            zero_stage=int(params.get("zero_stage", 0)), grad_checkpointing=bool(params.get("gradient_checkpointing", False)),
-            gpu_memory_utilization=float(params.get("gpu_memory_utilization", 0.9)),
-        )
-    except RunjobError as exc:
-        return Estimate(source=SOURCE, summary=f"no memory estimate: {exc}", fits=None)
-    data = result.to_json()
-    summary = (f"{data['model']} {kind} on {job.resources.gpus} x {data['gpu']}: {data['total_gib']:.1f} GiB peak per GPU "
-               f"of {data['gpu_vram_gib']:.1f} GiB")
-    return Estimate(source=SOURCE, summary=summary, fits=bool(data["fits"]), suggestions=tuple(data["suggestions"]), data=data)
+    The estimate is made at the length the job runs at: model.max_model_len, else the model's
+    full length from its config.json (runjob_core.model_length), passed in the job spec."""
+    from runjob_core import model_length
+    from runjob_core.estimator import preflight
+
+    length = model_length.full_length(job, cluster, context)
+    if length is not None and length != job.model.max_model_len:
+        job = attrs.evolve(job, model=attrs.evolve(job.model, max_model_len=length))
+    return preflight.memory_estimate(job, cluster, context, SOURCE)
 
 
 @hookimpl(trylast=True)

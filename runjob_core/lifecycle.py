@@ -151,6 +151,7 @@ def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None 
         ("template", job.template), ("model", job.model.path or job.model.name or "-"),
         ("input", job.data.input or "-"), ("output", job.data.output),
         ("max_tokens", str(job.model.max_tokens) if job.model.max_tokens is not None else "-"),
+        ("max_model_len", str(job.model.max_model_len) if job.model.max_model_len is not None else "-"),
         ("params", json.dumps(job.params, sort_keys=True) if job.params else "-"),
         ("command", job.command.strip().splitlines()[0] + (" ..." if len(job.command.strip().splitlines()) > 1 else "")),
     ]

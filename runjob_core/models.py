@@ -69,6 +69,17 @@ class ModelSpec:
     dtype: str | None = None
     max_model_len: int | None = None
     max_tokens: int | None = None
+    #: Inference engine the memory estimate models: vllm | hf | sglang (default: vllm for
+    #: the vllm template, hf for others).
+    engine: str | None = None
+    #: Why max_tokens / max_model_len is below the model's full length (pre-flight refuses it otherwise).
+    max_tokens_reason: str | None = None
+    #: vllm template: serve the model (OpenAI API) for the command; false runs vLLM in the job's own process.
+    serve: bool = True
+    #: Extra ``vllm serve`` arguments, each one shell-quoted.
+    serve_args: tuple[str, ...] = ()
+    #: How long the server may take to answer /health (a duration; unset: 20m).
+    startup_timeout: str | None = None
 
 
 @frozen

@@ -26,8 +26,9 @@ from runjob_core.errors import UnknownBackendError
 log = logging.getLogger(__name__)
 
 GROUP = "runjob"
-#: The core's own implementations; registered first so that they are called last.
-DEFAULT_PLUGINS = ("runjob_core.defaults", "runjob_core.throughput")
+#: The core's own implementations; registered first so that they are called last (among
+#: themselves, last registered first: model_length's estimate comes after memory and time).
+DEFAULT_PLUGINS = ("runjob_core.model_length", "runjob_core.defaults", "runjob_core.throughput")
 
 
 class PluginManager(pluggy.PluginManager):

@@ -27,6 +27,13 @@ def shell_quote(value: Any) -> str:
     return shlex.quote(str(value))
 
 
+def _seconds(value: Any) -> int:
+    """A duration (``20m``, ``1:30:00``, a number of minutes) in seconds, for shell arithmetic."""
+    from runjob_core.config import parse_duration
+
+    return parse_duration(value)
+
+
 def _plugin_template_dirs(plugins: list[Any]) -> list[str]:
     dirs = []
     for plugin in plugins:
@@ -72,6 +79,7 @@ def make_environment(*, user_dir: Path | None = None, plugins: list[Any] = ()) -
         lstrip_blocks=True,
     )
     env.filters["sh"] = shell_quote
+    env.filters["seconds"] = _seconds
     return env
 
 

@@ -12,7 +12,8 @@
 # the SLURM tier on 3 (but never on CI).
 #
 # Layout: one host, nodes cpu01 + gpu01 (both NodeAddr=127.0.0.1, slurmd ports 6818/6820), partitions
-# debug (default, cpu01), gpu (gpu01, fake Gres=gpu:h100:2, MaxTime=60), maint (State=DOWN);
+# debug (default, cpu01), gpu (gpu01, fake Gres=gpu:h100:2, MaxTime=60), maint (State=DOWN), multi (both
+# nodes, MaxTime=60; cpu01 and gpu01 resolve to 127.0.0.1 through /etc/hosts, for MASTER_ADDR);
 # slurmctld 6817, slurmdbd 6819, MariaDB on its unix socket, sshd 127.0.0.1:2222.
 set -euo pipefail
 
@@ -283,6 +284,8 @@ NodeName=gpu01 NodeHostname=gpu01 NodeAddr=127.0.0.1 Port=6820 CPUs=8 Boards=1 S
 PartitionName=debug Nodes=cpu01       Default=YES MaxTime=INFINITE DefMemPerCPU=500 State=UP
 PartitionName=gpu   Nodes=gpu01       Default=NO  MaxTime=60       DefMemPerCPU=500 State=UP
 PartitionName=maint Nodes=cpu01,gpu01 Default=NO  MaxTime=INFINITE DefMemPerCPU=500 State=DOWN
+# both nodes, for multi-node jobs (srun across cpu01 + gpu01, a rendezvous on MASTER_ADDR)
+PartitionName=multi Nodes=cpu01,gpu01 Default=NO  MaxTime=60       DefMemPerCPU=500 State=UP
 EOF
   # File= must be char devices: plain files give an empty CUDA_VISIBLE_DEVICES (mknod'ed below)
   write_file /etc/slurm/gres.conf 0644 root:root <<'EOF'
@@ -458,11 +461,21 @@ cmd_up() {
   detect_cgroup
   log "cgroup enforcement: $CGROUP ($PROCTRACK, $TASKPLUGIN, $OVERMEM)"
   write_slurm_configs
+  RECONFIGURE=0
   if [ "$CHANGED" = 1 ] && [ "$fresh" = 0 ]; then
-    # running slurm daemons must re-read a changed config: restart the ones we own
-    log "slurm config changed: restarting our slurm daemons"
-    for c in slurmd-gpu01 slurmd-cpu01 slurmctld slurmdbd; do stop_ours "$c"; done
+    if healthy slurmctld && healthy slurmdbd; then
+      # running daemons re-read a changed slurm.conf/gres.conf on `scontrol reconfigure` (below, once
+      # slurmctld is checked): running jobs and the other daemons are left alone
+      RECONFIGURE=1
+    else
+      # half-running: restart the ones we own
+      log "slurm config changed: restarting our slurm daemons"
+      for c in slurmd-gpu01 slurmd-cpu01 slurmctld slurmdbd; do stop_ours "$c"; done
+    fi
   fi
+  # the node names resolve (MASTER_ADDR of a multi-node job is the first node's host name)
+  grep -qE '^127\.0\.0\.1[[:space:]].*\bcpu01\b.*\bgpu01\b' /etc/hosts \
+    || echo '127.0.0.1 cpu01 gpu01   # runjob test cluster (scripts/test-cluster.sh)' >> /etc/hosts
 
   # --- MariaDB, started directly (not via mysqld_safe) so that the pid we record is the server itself
   install -d -o mysql -g mysql -m 0755 /run/mysqld
@@ -493,6 +506,10 @@ cmd_up() {
     /usr/sbin/slurmctld </dev/null >/dev/null 2>&1
     must_wait 30 slurmctld healthy slurmctld; record_pid slurmctld
     log "slurmctld started (pid $(daemon_pid slurmctld))"
+  fi
+  if [ "$RECONFIGURE" = 1 ]; then
+    scontrol reconfigure || die "scontrol reconfigure failed after the slurm config changed"
+    log "slurm config changed: scontrol reconfigure (running jobs untouched)"
   fi
   for c in cpu01 gpu01; do
     if healthy "slurmd-$c"; then log "slurmd $c already running (pid $(daemon_pid "slurmd-$c"))"

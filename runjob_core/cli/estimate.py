@@ -31,6 +31,24 @@ import click
 @click.option("--grad-checkpointing", is_flag=True, default=False, help="Activation (gradient) checkpointing.")
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True,
               help="vLLM gpu_memory_utilization.")
+@click.option("--engine", type=click.Choice(["vllm", "hf", "sglang"]), default="vllm", show_default=True,
+              help="Inference engine: vllm (reserves its budget up front), hf (transformers generate), sglang.")
+@click.option("--enforce-eager", is_flag=True, default=False, help="vLLM/SGLang without CUDA graphs.")
+@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None,
+              help="vLLM profile size (default 16384 on >= 70 GiB GPUs, else 8192); SGLang chunked prefill.")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=256, show_default=True, help="vLLM max_num_seqs.")
+@click.option("--mem-fraction-static", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="SGLang mem_fraction_static (default 0.85).")
+@click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "bf16", "fp16", "fp32"]), default="auto", show_default=True)
+@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw8bit", "paged_adamw", "paged_adamw8bit",
+                                                "adafactor", "sgd"]), default="adamw", show_default=True)
+@click.option("--pure-bf16", is_flag=True, default=False,
+              help="Training without fp32 master weights (optimizer states in bf16 too).")
+@click.option("--cpu-offload", is_flag=True, default=False,
+              help="ZeRO-Offload / FSDP CPU offload: optimizer states and master weights on the host (weights too with --zero-stage 3).")
+@click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--lora-targets", default=None, metavar="A,B,...",
+              help="LoRA target modules, comma-separated (default: every linear layer, in the architecture's names).")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
 def command(
     model: str,
@@ -46,6 +64,17 @@ def command(
     zero_stage: int,
     grad_checkpointing: bool,
     gpu_memory_utilization: float,
+    engine: str,
+    enforce_eager: bool,
+    max_num_batched_tokens: int | None,
+    max_num_seqs: int,
+    mem_fraction_static: float | None,
+    kv_cache_dtype: str,
+    optimizer: str,
+    pure_bf16: bool,
+    cpu_offload: bool,
+    lora_rank: int,
+    lora_targets: str | None,
     as_json: bool,
 ) -> None:
     """Estimate peak GPU memory per GPU and whether the job fits.
@@ -55,6 +84,7 @@ def command(
     """
     from runjob_core.estimator import estimate
 
+    targets = [t.strip() for t in lora_targets.split(",") if t.strip()] if lora_targets else None
     est = estimate(
         model,
         kind,
@@ -69,11 +99,46 @@ def command(
         zero_stage=zero_stage,
         grad_checkpointing=grad_checkpointing,
         gpu_memory_utilization=gpu_memory_utilization,
+        engine=engine,
+        enforce_eager=enforce_eager,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        mem_fraction_static=mem_fraction_static,
+        kv_cache_dtype=kv_cache_dtype,
+        optimizer=optimizer,
+        master_weights=not pure_bf16,
+        cpu_offload=cpu_offload,
+        lora_rank=lora_rank,
+        lora_targets=targets,
     )
+    seen = _measured(est)
     if as_json:
-        click.echo(json.dumps(est.to_json(), sort_keys=False))
+        data = est.to_json()
+        if seen:
+            data["measured"] = seen
+        click.echo(json.dumps(data, sort_keys=False))
         return
     _print_table(est)
+    if seen:
+        from runjob_core.estimator.measured import describe
+
+        click.echo(describe(seen))
+
+
+def _measured(est):  # noqa: ANN001, ANN202 - MemoryEstimate, imported lazily
+    """An earlier run of the same model and settings in this folder's state store, if any."""
+    from runjob_core import store as store_mod
+
+    path = store_mod.state_dir() / "state.db"
+    if not path.is_file():
+        return None
+    from runjob_core.estimator.measured import lookup
+
+    store = store_mod.Store(path)
+    try:
+        return lookup(store, est)
+    finally:
+        store.close()
 
 
 def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
@@ -82,7 +147,8 @@ def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
 
     console = Console(highlight=False)
     title = (
-        f"{est.model} - {est.kind} on {est.num_gpus} x {est.gpu} ({est.gpu_vram_gib:.2f} GiB each)"
+        f"{est.model} - {est.kind}{f' ({est.engine})' if est.kind == 'inference' else ''} on {est.num_gpus} x {est.gpu} "
+        f"({est.gpu_vram_gib:.2f} GiB each)"
         f", {est.dtype}"
     )
     table = Table(title=title, show_header=True, header_style="bold")
@@ -95,17 +161,27 @@ def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
     table.add_row("weights", f"{est.weights_gib:.2f}", f"tp={est.tp}" if est.kind == "inference" else "")
     if est.kind == "inference":
         b = est.breakdown
-        table.add_row("activation peak", f"{est.activations_gib:.2f}",
-                      f"profile over {b['max_num_batched_tokens']} batched tokens")
+        what = {"vllm": f"profile over {b.get('max_num_batched_tokens')} batched tokens",
+                "hf": f"one forward pass over {b.get('prompt_tokens')} tokens",
+                "sglang": f"a {b.get('chunked_prefill_tokens')}-token prefill chunk"}[est.engine]
+        table.add_row("activation peak", f"{est.activations_gib:.2f}", what)
         table.add_row("KV cache (requested)", f"{est.kv_cache_gib:.2f}",
                       f"{est.kv_bytes_per_token:,.0f} B/token for the whole model")
-        table.add_row("KV cache (available)", f"{b['kv_available_gib']:.2f}",
-                      f"{est.kv_capacity_tokens:,} tokens = {est.max_concurrency:g} x {est.max_model_len}")
+        if "kv_available_gib" in b:
+            table.add_row("KV cache (available)", f"{b['kv_available_gib']:.2f}",
+                          f"{est.kv_capacity_tokens:,} tokens = {est.max_concurrency:g} x {est.max_model_len}")
         table.add_row("non-torch + graphs + context", f"{est.overhead_gib:.2f}", "")
-        table.add_row("vLLM budget", f"{b['vllm_budget_gib']:.2f}", "gpu_memory_utilization x total")
+        if "vllm_budget_gib" in b:
+            table.add_row("vLLM budget", f"{b['vllm_budget_gib']:.2f}", "gpu_memory_utilization x total")
+        elif "mem_fraction_static" in b:
+            table.add_row("SGLang static pool", f"{b['kv_available_gib']:.2f}", f"mem_fraction_static {b['mem_fraction_static']}")
     else:
         table.add_row("gradients", f"{est.gradients_gib:.2f}", "")
-        table.add_row("optimizer states", f"{est.optimizer_gib:.2f}", "")
+        table.add_row("optimizer states", f"{est.optimizer_gib:.2f}", est.settings.get("optimizer", ""))
+        if est.offloaded_gib:
+            table.add_row("offloaded to host", f"({est.offloaded_gib:.2f})", "not on the GPU")
+        if est.paged_gib:
+            table.add_row("paged optimizer states", f"({est.paged_gib:.2f})", "CUDA unified memory, evictable")
         table.add_row("activations", f"{est.activations_gib:.2f}", f"{est.breakdown['tokens_per_gpu']} tokens")
         table.add_row("overhead", f"{est.overhead_gib:.2f}", "CUDA context + allocator slack")
     table.add_row("total (peak)", f"{est.total_gib:.2f}", "", style="bold")

@@ -161,6 +161,9 @@ def arch_from_config(config: Mapping[str, Any], *, source: str = "config") -> Ar
     kv_heads = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=heads))
     if model_type == "falcon" and not cfg.get("new_decoder_architecture") and cfg.get("multi_query"):
         kv_heads = 1
+    if model_type == "gpt_bigcode" and cfg.get("multi_query", True):
+        # GPTBigCodeConfig.multi_query defaults to True (StarCoder, octocoder): one K/V head
+        kv_heads = 1
     head_dim = int(_get(cfg, "head_dim", default=hidden // heads))
     gated = model_type not in _NON_GATED
     intermediate = _get(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
@@ -347,12 +350,46 @@ def kv_bytes_per_token(a: Arch, dtype_bytes: float, tp: int = 1) -> float:
 
 LORA_ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
+#: LoRA target names by architecture, as the modules are named in the transformers model
+#: classes (``modeling_bloom.py``: ``self_attention.query_key_value``/``dense``,
+#: ``mlp.dense_h_to_4h``/``dense_4h_to_h``; ``modeling_gpt2.py`` and ``modeling_gpt_bigcode.py``:
+#: ``attn.c_attn``/``c_proj``, ``mlp.c_fc``/``c_proj``; ``modeling_phi3.py``: ``qkv_proj``,
+#: ``gate_up_proj``). The default targets are every linear projection of the decoder layers
+#: (PEFT's ``target_modules="all-linear"``, the LitGPT/torchtune/axolotl recipes' choice);
+#: ``--lora-targets`` picks fewer, e.g. ``query_key_value`` for PEFT's own BLOOM default
+#: (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING`` in peft/utils/constants.py).
+_FUSED_QKV = {"bloom": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
+              "falcon": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
+              "gpt_neox": ("query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"),
+              "gpt2": ("c_attn", "c_proj", "c_fc"),
+              "gpt_bigcode": ("c_attn", "c_proj", "c_fc"),
+              "phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}
+#: Target name for the routed experts of a MoE layer (each expert's gate/up/down projections).
+LORA_EXPERTS = "experts"
+
+
+def default_lora_targets(a: Arch) -> tuple[str, ...]:
+    """Every linear projection of the architecture's decoder layers, in its own names.
+
+    For MoE models the routed experts are left out (PEFT's usual practice, and what the
+    MoE recipes of LLaMA-Factory and torchtune do); add ``experts`` to adapt them too.
+    """
+    return _FUSED_QKV.get(a.model_type, LORA_ALL_LINEAR)
+
+
+def lora_target_names(a: Arch) -> tuple[str, ...]:
+    names = default_lora_targets(a)
+    return names + ((LORA_EXPERTS,) if a.is_moe else ())
+
 
 def lora_modules(a: Arch, targets: tuple[str, ...]) -> list[tuple[str, int, int, int]]:
-    """(name, in_features, out_features, copies per layer) of every LoRA-adapted projection.
+    """(name, in_features, out_features, copies in the model) of every LoRA-adapted projection.
 
-    MoE experts are not adapted (PEFT's usual practice); their router and shared experts are
-    not either. For MoE layers only the attention projections count.
+    ``copies`` counts the modules of that name in the whole model: one per layer for
+    attention, one per dense layer (or shared expert) for the MLP, ``n_experts`` per MoE
+    layer for ``experts``. Fused projections (``query_key_value``, ``c_attn``,
+    ``gate_up_proj``) have the fused output width. A name that is not a module of the
+    architecture is an error that lists the valid ones.
     """
     h = a.hidden
     if a.is_mla:
@@ -369,25 +406,47 @@ def lora_modules(a: Arch, targets: tuple[str, ...]) -> list[tuple[str, int, int,
             "v_proj": (h, a.v_dim),
             "o_proj": (a.o_in_dim, h),
         }
+    inter = a.intermediate
     mlp = {
-        "gate_proj": (h, a.intermediate),
-        "up_proj": (h, a.intermediate),
-        "down_proj": (a.intermediate, h),
+        "gate_proj": (h, inter),
+        "up_proj": (h, inter),
+        "down_proj": (inter, h),
     }
+    fused = a.model_type in _FUSED_QKV
+    if fused:
+        qkv = (h, a.q_dim + a.kv_dim + a.v_dim)
+        attn = {"query_key_value": qkv, "c_attn": qkv, "qkv_proj": qkv, "dense": (a.o_in_dim, h), "o_proj": (a.o_in_dim, h)}
+        mlp = {"dense_h_to_4h": (h, inter), "dense_4h_to_h": (inter, h), "c_fc": (h, inter),
+               "gate_up_proj": (h, 2 * inter), "down_proj": (inter, h)}
+    valid = lora_target_names(a)
+    n_moe = a.n_moe_layers
+    n_dense = a.layers - n_moe
+    shared = a.moe_intermediate * a.n_shared_experts + a.shared_intermediate
     out = []
-    n_dense = a.layers - a.n_moe_layers
     for t in targets:
+        if t not in valid:
+            raise RunjobError(
+                f"unknown LoRA target module {t!r} for {a.model_type or 'this'} architecture; "
+                f"use some of {', '.join(valid)}"
+            )
         if t in attn:
             i, o = attn[t]
             out.append((t, i, o, a.layers))
-        elif t in mlp and (a.gated_mlp or t != "gate_proj"):
+            if fused and t == "c_proj":  # GPT-2 names the MLP's output projection c_proj too
+                out.append(("mlp.c_proj", inter, h, a.layers))
+        elif t == LORA_EXPERTS:
+            e = a.moe_intermediate
+            for name, i, o in (("experts.gate_proj", h, e), ("experts.up_proj", h, e), ("experts.down_proj", e, h)):
+                if name.endswith("gate_proj") and not a.gated_mlp:
+                    continue
+                out.append((name, i, o, n_moe * a.n_experts))
+        elif t in mlp:
             i, o = mlp[t]
             if n_dense:
                 out.append((t, i, o, n_dense))
-        else:
-            raise RunjobError(
-                f"unknown LoRA target module {t!r}; use some of {', '.join(LORA_ALL_LINEAR)}"
-            )
+            if shared and not fused:
+                si, so = (h, shared) if t != "down_proj" else (shared, h)
+                out.append((f"shared_expert.{t}", si, so, n_moe))
     return out
 
 
@@ -462,6 +521,9 @@ def activation_bytes_per_token_layer(
     mods = lora_modules(a, lora_targets) if lora_targets else []
     dropout_in = 0.0
     for _name, fan_in, _fan_out, copies in mods:
+        if _name.startswith("experts."):
+            # a routed expert sees only its share of the tokens: top_k copies per token overall
+            copies = a.n_moe_layers * max(1, a.experts_per_token)
         share = copies / a.layers
         if lora_dropout > 0:
             dropout_in += share * fan_in * (b + 1)  # dropout output + bool mask
@@ -476,11 +538,11 @@ def activation_bytes_per_token_layer(
         if lora_dropout <= 0:
             # lora_A keeps its input: the shared norm outputs / down input when targeted
             names = {m[0] for m in mods}
-            if names & {"q_proj", "k_proj", "v_proj"}:
+            if names & {"q_proj", "k_proj", "v_proj", "query_key_value", "c_attn", "qkv_proj"}:
                 lora_saved += b * h
-            if names & {"gate_proj", "up_proj"}:
+            if names & {"gate_proj", "up_proj", "dense_h_to_4h", "c_fc", "gate_up_proj"}:
                 lora_saved += b * h
-            if "down_proj" in names:
+            if names & {"down_proj", "dense_4h_to_h", "mlp.c_proj"}:
                 lora_saved += b * down_in
         return lora_saved + adapters
     raise ValueError(f"unknown activation mode {mode!r}")

@@ -52,6 +52,13 @@ GPUS: tuple[GPUSpec, ...] = (
         ("gh200", "gh20096gb", "gh200480gb", "gracehopper"),
     ),
     GPUSpec(
+        "H20", 96, _gib(94.88),
+        "nvidia-smi reports 97871MiB for an H20 96GB (HBM3), as for a GH200 96GB",
+        "estimated: same board memory as the GH200 96GB, whose PyTorch total is 94.88 GiB; "
+        "no PyTorch report for an H20 found",
+        ("h20", "h2096gb"),
+    ),
+    GPUSpec(
         "H100-80GB", 80, 85029158912,
         "https://github.com/vllm-project/vllm/issues/27508",
         "85029158912 bytes = 79.19 GiB (aiconfigurator systems/h800_sxm.yaml mem_capacity, same "

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from runjob_core.errors import RunjobError
-from runjob_core.estimator.models import ModelSpec, close_model_names, find_model
+from runjob_core.estimator.catalog import ModelSpec, close_model_names, find_model
 
 
 @attrs.frozen

@@ -84,3 +84,41 @@ def test_module_import_is_light():
             "print(any(k.startswith('runjob_core.estimator') for k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+NEW = {"engine", "reserved_gib", "offloaded_gib", "paged_gib"}
+
+
+def test_json_keeps_its_fields_and_adds_the_new_components():
+    r = _run("--model", "Qwen2.5-0.5B", "--kind", "inference", "--gpu", "H100", "--engine", "hf",
+             "--max-model-len", "4096", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert REQUIRED | NEW <= set(d)
+    assert d["engine"] == "hf" and d["total_gib"] < 3 and d["settings"]["engine"] == "hf"
+    r = _run("--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "RTX-4090", "--enforce-eager",
+             "--max-num-batched-tokens", "4096", "--json")
+    d = json.loads(r.output)
+    assert d["breakdown"]["cuda_graphs_gib"] == 0 and d["breakdown"]["max_num_batched_tokens"] == 4096
+    r = _run("--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "H100", "--engine", "sglang",
+             "--mem-fraction-static", "0.8", "--json")
+    assert json.loads(r.output)["breakdown"]["mem_fraction_static"] == 0.8
+
+
+def test_training_flags_reach_the_estimate():
+    r = _run("--model", "Llama-3.1-8B", "--kind", "full_ft", "--gpu", "a100-80gb", "--optimizer", "paged_adamw8bit",
+             "--pure-bf16", "--cpu-offload", "--zero-stage", "3", "--num-gpus", "2", "--json")
+    d = json.loads(r.output)
+    assert d["settings"]["optimizer"] == "paged_adamw8bit" and d["settings"]["master_weights"] is False
+    assert d["settings"]["cpu_offload"] is True and d["weights_gib"] == 0 and d["offloaded_gib"] > 20
+    r = _run("--model", "Llama-3.1-8B", "--kind", "lora", "--gpu", "h100", "--lora-targets", "q_proj, v_proj",
+             "--lora-rank", "8", "--json")
+    d = json.loads(r.output)
+    assert d["settings"]["lora_targets"] == ["q_proj", "v_proj"] and d["params_trainable"] == 8 * 32 * (4096 + 4096 + 4096 + 1024)
+
+
+def test_readable_output_names_the_engine_and_offload():
+    r = _run("--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "H100", "--engine", "sglang")
+    assert r.exit_code == 0 and "(sglang)" in r.output and "SGLang static pool" in r.output
+    r = _run("--model", "Llama-3.1-8B", "--kind", "full_ft", "--gpu", "H100", "--cpu-offload")
+    assert "offloaded to host" in r.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runjob_core.estimator import MODELS, arch_from_config, count_params, kv_bytes_per_token
-from runjob_core.estimator.models import find_model
+from runjob_core.estimator.catalog import find_model
 
 
 def _arch(name):

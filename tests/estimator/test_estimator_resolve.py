@@ -8,7 +8,7 @@ import pytest
 
 from runjob_core.errors import RunjobError
 from runjob_core.estimator import GPUS, estimate, lookup_gpu, resolve_model
-from runjob_core.estimator.models import find_model
+from runjob_core.estimator.catalog import find_model
 
 CFG = dict(find_model("Qwen2.5-0.5B").config)
 

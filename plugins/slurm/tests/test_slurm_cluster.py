@@ -292,3 +292,31 @@ def test_plan_refuses_time_over_the_partition_limit(runjob_home, cluster):
     data = json.loads(result.stdout)
     assert result.returncode == 1 and data["refused"]
     assert any("over partition 'gpu'" in p and "01:00:00" in p and "debug" in p for p in data["problems"])
+
+
+def test_measured_memory_is_recorded_next_to_the_estimate_and_shown_by_estimate(ctx, runjob_cli):
+    # a job whose log reports its GPU peak the way a training/generate script prints it, and
+    # which holds ~300 MB of host memory long enough for jobacct_gather (1 s) to see it
+    command = ("python3 -c \"import time; x = bytearray(300 << 20); time.sleep(3)\"; "
+               "echo 'peak: torch.cuda.max_memory_allocated() = 12.5 GiB'")
+    job = spec("measured", command, model={"name": "Llama-3.1-8B", "max_model_len": 4096},
+               resources={"partition": "gpu", "gpus": 1, "gpu_type": "h100", "time": "5"})
+    row, _submission = submit(ctx, job)
+    assert wait_end(ctx, row.id).state == "COMPLETED"
+    lifecycle.collect(ctx, ctx.store.get_job(row.id))
+    [memory] = [a for a in ctx.store.artifacts(row.id) if a.kind == "memory"]
+    assert memory.data["gpu_peak_gib"] == 12.5 and memory.data["gpu_peak_from"] == "torch.cuda.max_memory_allocated"
+    assert memory.data["engine"] == "hf" and 15 < memory.data["estimate_total_gib"] < 20  # 8B bf16 weights + KV
+    assert memory.data["max_rss_gib"] > 0.25  # sacct MaxRSS of the batch step
+    assert "GPU peak 12.5 GiB" in memory.location and "estimate" in memory.location and "MaxRSS" in memory.location
+    from runjob_core import report
+
+    shown = report.build_report(ctx.store, ctx.store.get_job(row.id))["artifacts"]
+    assert any(a["kind"] == "memory" and a["location"] == memory.location for a in shown)  # the report shows both
+    result = runjob_cli("estimate", "--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "h100",
+                        "--engine", "hf", "--max-model-len", "4096")
+    assert result.exit_code == 0, result.output
+    assert f"measured on this cluster: 12.5 GiB GPU peak (torch.cuda.max_memory_allocated) by job {row.id}" in result.output
+    other = runjob_cli("estimate", "--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "h100",
+                       "--engine", "hf", "--max-model-len", "8192")
+    assert other.exit_code == 0 and "measured on this cluster" not in other.output  # other settings: no match

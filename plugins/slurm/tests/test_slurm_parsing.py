@@ -314,3 +314,10 @@ def test_parse_exit_code():
     assert P.parse_exit_code("3:0") == (3, None)
     assert P.parse_exit_code("0:11") == (0, 11)
     assert P.parse_exit_code("") == (None, None)
+
+
+def test_max_rss_field_takes_the_largest_step():
+    text = "812|\n812.batch|2048K\n812.extern|1024K\n812.0|1.50G\n"
+    assert P.max_rss_field(text) == "1.50G"
+    assert P.max_rss_field("813|\n813.batch|\n") is None
+    assert P.sacct_maxrss_argv("812") == ["sacct", "-n", "-P", "-o", "JobID,MaxRSS", "-j", "812"]

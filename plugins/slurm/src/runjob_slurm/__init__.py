@@ -75,10 +75,10 @@ def runjob_cancel(submissions, cluster, context):
 
 
 @hookimpl(tryfirst=True)
-def runjob_collect(submission, status, dest, context):
+def runjob_collect(job, submission, status, dest, context):
     from runjob_slurm import _backend
 
-    return _backend.collect(submission, dest, context)
+    return _backend.collect(submission, dest, context, job=job)
 
 
 @hookimpl

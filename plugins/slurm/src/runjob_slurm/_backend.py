@@ -142,8 +142,9 @@ def cancel(submissions, cluster, context) -> list[str]:
     return ids
 
 
-def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
-    """Download the job's results folder into *dest*, only files that changed."""
+def collect(submission: Submission, dest: Path, context, job=None) -> list[Artifact]:
+    """Download the job's results folder into *dest*, only files that changed; add what the
+    job measured (``memory`` artifact) when its log or sacct says."""
     cluster = context.clusters[submission.cluster]
     transport = context.transport(cluster)
     remote = transport.listdir_recursive(submission.results_dir)
@@ -158,10 +159,23 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
         if info.path.endswith(".jsonl"):
             with open(target, "rb") as handle:
                 rows += sum(1 for line in handle if line.strip())
+    memory = measured_memory(submission, cluster, transport, job or context.store.get_job(submission.job_id).spec)
     if not remote:
-        return []
-    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})]
+        return [memory] if memory else []
+    results = Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                       data={"files": [i.path for i in remote], "copied": copied, "from": f"{cluster.name}:{submission.results_dir}"})
+    return [results, memory] if memory else [results]
+
+
+def measured_memory(submission: Submission, cluster, transport, job) -> Artifact | None:
+    """What the job really used: sacct's MaxRSS of its steps and the GPU peak its log
+    reports, next to the estimate of its spec (runjob_core.estimator.measured)."""
+    from runjob_core.estimator import measured
+
+    accounted = transport.run(_parse.sacct_maxrss_argv(submission.backend_job_id))
+    rss = _parse.max_rss_field(accounted.stdout) if accounted.ok else None
+    log = transport.read_text(submission.log_path) or ""
+    return measured.memory_artifact(job, cluster, log, rss, SOURCE)
 
 
 def check_cluster(cluster, transport) -> list[CheckResult]:

@@ -73,6 +73,31 @@ def sacct_steps_argv(job_id: str) -> list[str]:
     return [*TIME_ENV, "sacct", "-n", "-P", "-o", SACCT_FIELDS, "-j", job_id]
 
 
+def sacct_maxrss_argv(job_id: str) -> list[str]:
+    """Every step of *job_id* with its MaxRSS (the batch step holds a plain script's peak)."""
+    return ["sacct", "-n", "-P", "-o", "JobID,MaxRSS", "-j", job_id]
+
+
+def max_rss_field(text: str) -> str | None:
+    """The largest MaxRSS of ``sacct_maxrss_argv`` output, as sacct wrote it ("123456K"),
+    or None when no step was accounted (jobacct_gather/none leaves the field empty)."""
+    best, best_text = -1.0, None
+    scale = {"K": 1, "M": 1 << 10, "G": 1 << 20, "T": 1 << 30}
+    for line in _lines(text):
+        _job, _, rss = line.partition("|")
+        rss = rss.strip()
+        if not rss or rss in _EMPTY:
+            continue
+        unit = rss[-1] if rss[-1] in scale else "K"
+        try:
+            value = float(rss.rstrip("KMGT")) * scale[unit]
+        except ValueError:
+            continue
+        if value > best:
+            best, best_text = value, rss
+    return best_text
+
+
 def partitions_argv() -> list[str]:
     """Partitions: name (``*`` marks the default), up/down, MaxTime, CPUs and MB per node, GRES."""
     return [*TIME_ENV, "sinfo", "-h", "-o", SINFO_FORMAT]

@@ -1,0 +1,118 @@
+"""Inference memory of the two engines that are not vLLM: Hugging Face ``generate`` and SGLang.
+
+vLLM (``memory._inference``) takes a fixed share of the card up front and fills what is left
+with KV cache. The two engines here differ:
+
+* **hf** (transformers ``model.generate``) allocates as it goes. Its peak is the weights,
+  the KV cache of the sequences actually generated (``concurrency`` sequences of
+  ``max_model_len`` = prompt + new tokens; ``DynamicCache`` grows by ``torch.cat``, so one
+  layer's cache briefly exists twice), and the transients of one forward pass over the
+  prompt: one decoder layer's MLP/attention buffers (the same per-token live set as vLLM's
+  profile run) plus the fp32 logits of the last position only (``generate`` asks the model
+  for ``logits_to_keep=1`` since transformers 4.45, ``GenerationMixin._prepare_cache_...``
+  / ``num_logits_to_keep``). The CUDA context comes on top and is outside PyTorch's
+  ``max_memory_allocated``, which is what ``torch_peak_gib`` is comparable with.
+* **sglang** sizes its KV pool once at start-up (python/sglang/srt/model_executor/
+  model_runner.py ``ModelRunner.profile_max_num_token`` in SGLang 0.4.x, moved to
+  model_runner_kv_cache_mixin.py in 0.5):
+  ``rest = free_memory_after_weights - total_memory * (1 - mem_fraction_static)`` and
+  ``max_total_num_tokens = rest // cell_size`` with ``cell_size`` the KV bytes of one token
+  on one GPU (``num_kv_heads(tp) * head_dim * layers * 2 * dtype``; MLA:
+  ``(kv_lora_rank + qk_rope_head_dim) * layers * dtype``, the latent on every rank). Activations and CUDA graphs must fit in the ``1 - mem_fraction_static`` left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runjob_core.errors import RunjobError
+from runjob_core.estimator import memory as m
+from runjob_core.estimator.arch import kv_bytes_per_token
+from runjob_core.estimator.gpus import GIB, GPUSpec
+
+#: SGLang's default ``mem_fraction_static`` depends on the GPU and TP size (server_args.py
+#: ``_handle_gpu_memory_settings``: 0.79-0.88 on 80-96 GB cards); the Qwen3 speed benchmark
+#: uses 0.85. Give the real value with ``mem_fraction_static``.
+SGLANG_DEFAULT_MEM_FRACTION = 0.85
+#: SGLang's default ``chunked_prefill_size`` on large GPUs (server_args.py): the prefill
+#: chunk whose activations must fit beside the pool.
+SGLANG_CHUNKED_PREFILL = 8192
+
+
+def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
+    """Components of a transformers ``generate`` run (per GPU)."""
+    a, counts = ctx.arch, ctx.counts
+    dtype = kw["dtype"]
+    if kw["tp"] not in (None, 1):
+        raise RunjobError("engine hf has no tensor parallelism: num_gpus > 1 spreads the layers over the GPUs "
+                          "(device_map='auto'); use tp 1, or engine vllm/sglang for tensor parallelism")
+    # accelerate's device_map="auto" places whole layers, balanced by size: each GPU holds
+    # 1/n of the weights and of the KV cache, and runs one layer's transients at a time
+    n = kw["num_gpus"]
+    max_len = kw["max_model_len"] or a.max_position or 4096
+    batch = kw["concurrency"]
+    kvb = m.kv_dtype_bytes(kw["kv_cache_dtype"], dtype)
+    act_b = 4.0 if dtype == "fp32" else 2.0
+    w = (m.nf4_weight_bytes(counts) if dtype == "int4" else m.weight_bytes(counts, dtype)) / n
+    kv_tok = kv_bytes_per_token(a, kvb, 1) / n
+    kv = kv_tok * max_len * batch
+    kv_cat = kv * n / max(1, a.layers)  # torch.cat in DynamicCache.update: one layer twice
+    prompt_tokens = max_len * batch
+    # one forward pass over the prompt; logits of the last position only (fp32 for sampling)
+    act = m.vllm_activation_bytes(a, prompt_tokens, act_b, 1, 0) + batch * a.vocab * 4
+    torch_peak = w + kv + kv_cat + act
+    context = m.CUDA_CONTEXT_GIB * GIB
+    total = torch_peak + context
+    return {
+        "weights": w, "kv_tok": kv_tok, "kv": kv + kv_cat, "act": act, "torch_peak": torch_peak,
+        "overhead": context, "total": total, "fits": total <= g.total_bytes, "headroom": g.total_bytes - total,
+        "capacity": int(max(0.0, g.total_bytes - context - w - act) // kv_tok), "max_len": max_len, "tp": 1,
+        "num_gpus": n,
+        "breakdown": {"cuda_context_gib": m.CUDA_CONTEXT_GIB, "kv_cache_cat_copy_gib": kv_cat / GIB,
+                      "prompt_tokens": prompt_tokens},
+        "notes": ["engine hf: memory grows with the sequences generated; nothing is reserved up front"]
+        + ([f"layers spread over {n} GPUs (device_map='auto'); the figures are per GPU"] if n > 1 else []),
+    }
+
+
+def sglang_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
+    """Components of an SGLang server: weights, the static KV pool, what is left for activations."""
+    a, counts = ctx.arch, ctx.counts
+    dtype = kw["dtype"]
+    tp = kw["tp"] or kw["num_gpus"]
+    mfs = kw["mem_fraction_static"] or SGLANG_DEFAULT_MEM_FRACTION
+    if not (0 < mfs < 1):
+        raise RunjobError(f"mem_fraction_static must be in (0, 1), got {mfs!r}")
+    max_len = kw["max_model_len"] or a.max_position or 4096
+    kvb = m.kv_dtype_bytes(kw["kv_cache_dtype"], dtype)
+    act_b = 4.0 if dtype == "fp32" else 2.0
+    w = m.weight_bytes(counts, dtype) / tp
+    kv_tok = kv_bytes_per_token(a, kvb, tp)
+    context = m.CUDA_CONTEXT_GIB * GIB
+    non_torch = (m.NON_TORCH_GIB_TP1 if tp == 1 else m.NON_TORCH_GIB_TP) * GIB
+    vram = g.total_bytes
+    # free memory after the weights load, minus the reserved (1 - mem_fraction_static) share
+    rest = (vram - w - context - non_torch) - vram * (1 - mfs)
+    capacity = int(rest // kv_tok) if rest > 0 else 0
+    requested = max_len * kw["concurrency"]
+    chunk = kw["max_num_batched_tokens"] or SGLANG_CHUNKED_PREFILL
+    act = m.vllm_activation_bytes(a, chunk, act_b, tp, kw["max_num_seqs"])
+    graphs = 0.0 if kw["enforce_eager"] else m.CUDA_GRAPHS_GIB * GIB
+    reserve_ok = act + graphs <= vram * (1 - mfs)
+    fits = capacity >= requested and reserve_ok
+    notes = [f"engine sglang: KV pool = free memory after weights - {1 - mfs:.2f} x total (mem_fraction_static {mfs})"]
+    if not reserve_ok:
+        notes.append(f"the {1 - mfs:.2f} x total left outside the pool ({(1 - mfs) * vram / GIB:.2f} GiB) is less than "
+                     f"a {chunk}-token prefill chunk and CUDA graphs need ({(act + graphs) / GIB:.2f} GiB)")
+    pool = max(0.0, rest)
+    total = w + context + non_torch + pool + act + graphs
+    return {
+        "weights": w, "kv_tok": kv_tok, "kv": kv_tok * requested, "act": act, "torch_peak": w + pool + act,
+        "overhead": context + non_torch + graphs, "total": total, "fits": fits,
+        "headroom": (capacity - requested) * kv_tok if reserve_ok else vram * (1 - mfs) - act - graphs,
+        "capacity": capacity, "max_len": max_len, "tp": tp,
+        "breakdown": {"mem_fraction_static": mfs, "kv_available_gib": pool / GIB, "kv_bytes_per_token_per_gpu": kv_tok,
+                      "cuda_context_gib": context / GIB, "non_torch_gib": non_torch / GIB, "cuda_graphs_gib": graphs / GIB,
+                      "chunked_prefill_tokens": chunk},
+        "notes": notes,
+    }

@@ -1,0 +1,118 @@
+"""Learning from runs: what a job really used, next to what pre-flight estimated.
+
+After a job ran, the backend (the SLURM plugin's collect) builds one ``memory`` artifact with
+:func:`memory_artifact`: the GPU peak the job's own log reports (a
+``torch.cuda.max_memory_allocated``/``max_memory_reserved`` print, or ``nvidia-smi`` memory
+lines), the host peak SLURM accounted (``sacct`` MaxRSS), and the estimate of the same
+spec. The artifact is stored like every other (the report lists it); its ``key`` names the
+model and settings, so ``runjob estimate`` and pre-flight can say "measured on this
+cluster" when an earlier run with the same key exists (:func:`lookup`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+GIB = 1 << 30
+_UNITS = {"": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1e3, "kib": 1 << 10, "m": 1 << 20, "mb": 1e6,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1e9, "gib": 1 << 30, "t": 1 << 40}
+# "torch.cuda.max_memory_allocated() = 35.2 GiB", "max_memory_reserved: 36091 MiB", "...allocated 3.1e10"
+_TORCH_PEAK = re.compile(
+    r"max_memory_(allocated|reserved)\W{0,12}?\s*([0-9]+(?:\.[0-9]+)?(?:e[0-9]+)?)\s*(GiB|GB|MiB|MB|bytes|B)?\b",
+    re.IGNORECASE,
+)
+# nvidia-smi's table row "|  35210MiB / 81559MiB |" and --query-gpu=memory.used CSV "35210 MiB"
+_SMI_TABLE = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_SMI_CSV = re.compile(r"^\s*(\d+)\s*MiB\s*(?:,|$)", re.MULTILINE)
+
+
+def gpu_peak_from_log(text: str) -> tuple[int, str] | None:
+    """(peak bytes, where it came from) from a job's log, or None when it reports nothing.
+
+    A torch report wins over nvidia-smi (it is the process's own peak; nvidia-smi samples
+    the whole card). Several reports: the largest (a job prints one per rank or per stage).
+    A number without a unit is bytes; "GB" in these prints is nearly always bytes/2**30
+    (``bytes_to_giga_bytes``), but it is taken as written.
+    """
+    torch_peaks = []
+    for match in _TORCH_PEAK.finditer(text or ""):
+        unit = (match.group(3) or "").lower()
+        torch_peaks.append(int(float(match.group(2)) * _UNITS[unit]))
+    if torch_peaks:
+        return max(torch_peaks), "torch.cuda.max_memory_" + _TORCH_PEAK.search(text).group(1).lower()
+    smi = [int(m.group(1)) for m in _SMI_TABLE.finditer(text or "")]
+    smi += [int(m.group(1)) for m in _SMI_CSV.finditer(text or "")]
+    if smi:
+        return max(smi) << 20, "nvidia-smi"
+    return None
+
+
+def maxrss_bytes(text: str | None) -> int | None:
+    """sacct's MaxRSS ("123456K", "1.50G", "512M", "" when the step was not accounted)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)\s*", text or "")
+    if not match:
+        return None
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower() or "k"])
+
+
+def key_of(est) -> str:
+    """The model and every setting of an estimate, hashed: equal keys, same job shape."""
+    settings = {k: v for k, v in sorted(est.settings.items()) if k != "suggest"}
+    blob = json.dumps({"model": est.model, "kind": est.kind, "engine": est.engine, "gpu": est.gpu,
+                       "settings": settings}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def memory_artifact(job, cluster, log_text: str, maxrss_text: str | None, source: str):
+    """The ``memory`` artifact of a finished job, or None when nothing was measured."""
+    from runjob_core.errors import RunjobError
+    from runjob_core.estimator import estimate, jobspec
+    from runjob_core.models import Artifact
+
+    gpu = gpu_peak_from_log(log_text)
+    rss = maxrss_bytes(maxrss_text)
+    if gpu is None and rss is None:
+        return None
+    data: dict[str, Any] = {}
+    parts = []
+    if gpu is not None:
+        data.update(gpu_peak_gib=round(gpu[0] / GIB, 3), gpu_peak_from=gpu[1])
+        parts.append(f"GPU peak {gpu[0] / GIB:.1f} GiB ({gpu[1]})")
+    try:
+        args = jobspec.estimate_args(job, cluster)
+        est = estimate(args[0], args[1], args[2], suggest=False, **args[3]) if args else None
+    except RunjobError:
+        est = None
+    if est is not None:
+        data.update(key=key_of(est), model=est.model, kind=est.kind, engine=est.engine, gpu=est.gpu,
+                    estimate_total_gib=round(est.total_gib, 3), estimate_torch_peak_gib=round(est.torch_peak_gib, 3))
+        parts.append(f"estimate {est.total_gib:.1f} GiB per GPU (torch peak {est.torch_peak_gib:.1f})")
+    if rss is not None:
+        data["max_rss_gib"] = round(rss / GIB, 3)
+        parts.append(f"host MaxRSS {rss / GIB:.1f} GiB")
+    return Artifact(name="memory", kind="memory", location="; ".join(parts), source=source, data=data)
+
+
+def lookup(store, est, *, limit: int = 500) -> dict[str, Any] | None:
+    """The newest measured run with the same model and settings as *est*, or None."""
+    key = key_of(est)
+    runs = []
+    for row in store.list_jobs(limit=limit):
+        for art in store.artifacts(row.id):
+            if art.kind == "memory" and art.data.get("key") == key and "gpu_peak_gib" in art.data:
+                runs.append((art.created_at, row, art))
+    if not runs:
+        return None
+    created, row, art = max(runs, key=lambda r: r[0])
+    return {"job": row.id, "name": row.name, "runs": len(runs), "gpu_peak_gib": art.data["gpu_peak_gib"],
+            "gpu_peak_from": art.data.get("gpu_peak_from"), "max_rss_gib": art.data.get("max_rss_gib"),
+            "estimate_total_gib": art.data.get("estimate_total_gib"), "measured_at": created}
+
+
+def describe(seen: dict[str, Any]) -> str:
+    runs = f", {seen['runs']} runs" if seen["runs"] > 1 else ""
+    return (f"measured on this cluster: {seen['gpu_peak_gib']:.1f} GiB GPU peak ({seen['gpu_peak_from']}) "
+            f"by job {seen['job']} ({seen['name']}{runs})")

@@ -1,0 +1,219 @@
+"""GPU memory of fine-tuning: full, LoRA and QLoRA, with ZeRO/FSDP sharding, offload and optimizers.
+
+Model states (weights, gradients, optimizer states; sharded by ZeRO stage / FSDP over
+``num_gpus`` as in Rajbhandari et al. 2019, "ZeRO: Memory Optimizations Toward Training
+Trillion Parameter Models", arXiv:1910.02054, section 3.1 and 5) + activations
+(:func:`runjob_core.estimator.arch.activation_bytes_per_token_layer`, after Korthikanti et al.
+2022) + the loss's logits + CUDA context and allocator slack. Called by
+:func:`runjob_core.estimator.memory.estimate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runjob_core.errors import RunjobError
+from runjob_core.estimator.arch import (
+    Arch,
+    activation_bytes_per_token_layer,
+    default_lora_targets,
+    kv_bytes_per_token,
+    lora_modules,
+)
+from runjob_core.estimator.gpus import GIB, GPUSpec
+from runjob_core.estimator.memory import (
+    ALLOCATOR_SLACK,
+    CUDA_CONTEXT_GIB,
+    DTYPE_BYTES,
+    LORA_DTYPES,
+    OPTIMIZER_ALIASES,
+    OPTIMIZERS,
+    MemoryEstimate,
+    _Ctx,
+    _gib,
+    _settings,
+    nf4_weight_bytes,
+)
+
+
+
+def _layer_params(a: Arch, counts: dict[str, int]) -> float:
+    body = counts["total"] - counts["embedding"] - counts["lm_head"]
+    return body / max(1, a.layers)
+
+
+def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
+    a, counts = ctx.arch, ctx.counts
+    dtype = kw["dtype"]
+    notes: list[str] = []
+    if kind in ("full_ft", "lora") and dtype in ("fp8", "int4"):
+        hint = " (use kind qlora for a 4-bit base)" if dtype == "int4" else ""
+        raise RunjobError(f"{kind} supports dtype bf16, fp16 or fp32, not {dtype}{hint}")
+    if kw["tp"] not in (None, 1):
+        notes.append("tensor parallelism is not modelled for training; sharding is by zero_stage")
+    optim = (kw["optimizer"] or "adamw").lower().replace("-", "_")
+    optim = OPTIMIZER_ALIASES.get(optim, optim)
+    if optim not in OPTIMIZERS:
+        raise RunjobError(f"unknown optimizer {optim!r}; use one of {', '.join(OPTIMIZERS)}")
+    kw["optimizer"] = optim
+    state_b, temp_b, paged = OPTIMIZERS[optim]
+    pure = not kw["master_weights"] and dtype in ("bf16", "fp16")
+    if pure and state_b >= 4:
+        # pure bf16: torch optimizers create their states like the parameter (bf16), so the
+        # fp32 figures halve; 8-bit states and Adafactor's factors are unchanged
+        state_b, temp_b = state_b / 2, temp_b / 2
+    offload = bool(kw["cpu_offload"])
+    if paged:
+        notes.append("paged optimizer: its states live in CUDA unified memory outside PyTorch's allocator "
+                     "(paged_gib) and are evicted to host RAM under memory pressure")
+    n = kw["num_gpus"]
+    stage = kw["zero_stage"]
+    tokens = kw["seq_len"] * kw["batch"]
+    act_b = 4 if dtype == "fp32" else 2
+    psi = counts["total"]
+    trainable = 0
+    lora_params = 0
+    if kind == "full_ft":
+        # Rajbhandari et al. 2019 (ZeRO), section 3.1: mixed-precision Adam keeps 2 + 2 + K
+        # bytes per parameter with K = 12 (fp32 master copy, momentum, variance)
+        if dtype == "fp32":
+            w_b, g_b, o_b = 4.0, 4.0, state_b
+        elif pure:  # no fp32 master copy (torchtune dtype=bf16, Lightning "bf16-true")
+            w_b, g_b, o_b = 2.0, 2.0, state_b
+        else:  # mixed precision: 16-bit weights and grads, fp32 master copy + optimizer states
+            w_b, g_b, o_b = 2.0, 2.0, 4.0 + state_b
+        trainable = psi
+        weights = psi * w_b / (n if stage >= 3 else 1)
+        grads = psi * g_b / (n if stage >= 2 else 1)
+        opt = psi * o_b / (n if stage >= 1 else 1)
+        mode = "full"
+        step_temp = psi * temp_b / (n if stage >= 1 else 1)
+    else:
+        targets = kw["lora_targets"] or default_lora_targets(a)
+        kw["lora_targets"] = tuple(targets)
+        mods = lora_modules(a, tuple(targets))
+        r = kw["lora_rank"]
+        if not isinstance(r, int) or r < 1:
+            raise RunjobError(f"lora_rank must be an integer >= 1, got {r!r}")
+        lora_params = sum(r * (fi + fo) * copies for _n, fi, fo, copies in mods)
+        trainable = lora_params
+        if kind == "lora":
+            base = psi * DTYPE_BYTES[dtype]
+        else:
+            base = nf4_weight_bytes(counts)
+            if dtype not in ("bf16", "fp16"):
+                notes.append("qlora: base weights are NF4, compute dtype bf16")
+            act_b = 2
+        ldt = (kw["lora_dtype"] or "fp32").lower()
+        if ldt not in LORA_DTYPES:
+            raise RunjobError(f"unknown lora_dtype {ldt!r}; use fp32, bf16 or fp16")
+        lb = LORA_DTYPES[ldt]
+        shard_base = n if stage >= 3 else 1
+        weights = base / shard_base + lora_params * lb / (n if stage >= 3 else 1)
+        grads = lora_params * lb / (n if stage >= 2 else 1)
+        opt = lora_params * state_b / (n if stage >= 1 else 1)
+        mode = kind
+        step_temp = lora_params * temp_b / (n if stage >= 1 else 1)
+    per_layer = activation_bytes_per_token_layer(
+        a,
+        mode=mode,
+        act_bytes=act_b,
+        lora_targets=tuple(kw["lora_targets"] or ()) if kind != "full_ft" else (),
+        lora_dropout=kw["lora_dropout"],
+        flash_attention=kw["flash_attention"],
+        seq_len=kw["seq_len"],
+    )
+    # Korthikanti et al. 2022 (arXiv:2205.05198), section 4: without recomputation every layer
+    # keeps its per-layer activations (``per_layer``, their s*b*h*(34 + 5*a*s/h) minus the
+    # attention matrix flash/SDPA attention never stores); with full activation
+    # checkpointing each layer keeps only its 16-bit input (2*s*b*h bytes) and one layer's
+    # activations are rebuilt at a time during backward.
+    if kw["grad_checkpointing"]:
+        layers_act = tokens * (a.layers * act_b * a.hidden + per_layer)
+    else:
+        layers_act = tokens * a.layers * per_layer
+    # the loss: transformers' ForCausalLMLoss upcasts the 16-bit logits to fp32
+    # (``logits.float()``), cross_entropy keeps the fp32 log-softmax for backward and the
+    # backward writes an fp32 gradient of the same size: vocab x tokens x (2 + 4 + 4 + 2)
+    logits = tokens * a.vocab * (act_b + 10)
+    final = tokens * a.hidden * (4 + act_b)  # final RMSNorm: fp32 input + LM-head input
+    activations = layers_act + logits + final
+    gather = 0.0
+    if stage >= 3 and (n > 1 or offload):
+        # ZeRO-3/FSDP all-gathers a layer's weights (and prefetches the next one)
+        per_layer_w = _layer_params(a, counts) * (0.55 if kind == "qlora" else DTYPE_BYTES.get(dtype, 2))
+        gather = 2 * per_layer_w
+    paged_bytes = 0.0
+    if paged:
+        paged_bytes, opt = opt, 0.0
+    offloaded = 0.0
+    if offload:
+        # ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): optimizer states, fp32 master
+        # weights and the reduced 16-bit gradients live on the host, the Adam step runs on
+        # the CPU; the GPU keeps a gradient bucket of about one layer. With ZeRO-3 /
+        # FSDP(cpu_offload=CPUOffload(offload_params=True)) the weights go too and the GPU
+        # holds only the all-gathered layers (``gather`` below).
+        layer_grad = _layer_params(a, counts) * (2 if kind == "full_ft" else 0) + (grads / max(1, a.layers))
+        offloaded = opt + grads + paged_bytes
+        opt, paged_bytes, step_temp = 0.0, 0.0, 0.0
+        grads = min(grads, layer_grad)
+        if stage >= 3:
+            offloaded += weights
+            weights = 0.0
+    states = weights + grads + opt
+    torch_peak = states + max(activations, step_temp) + gather
+    overhead = CUDA_CONTEXT_GIB * GIB + ALLOCATOR_SLACK * torch_peak
+    total = torch_peak + overhead
+    vram = g.total_bytes
+    fits = total <= vram
+    if a.is_moe:
+        experts = "experts" in (kw["lora_targets"] or ())
+        notes.append("MoE: all experts resident and trained" if kind == "full_ft" else
+                     "MoE: all experts resident; LoRA adapters on every routed expert" if experts else
+                     "MoE: all experts resident; LoRA adapters on attention, dense and shared MLPs (add target 'experts' for the routed experts)")
+    if stage == 0 and n > 1:
+        notes.append("zero_stage 0: every data-parallel rank holds full model states")
+    return MemoryEstimate(
+        model=ctx.resolved.name,
+        model_source=ctx.resolved.source,
+        kind=kind,
+        gpu=g.name,
+        gpu_vram_gib=_gib(vram),
+        num_gpus=n,
+        tp=1,
+        dtype=dtype,
+        params_total=psi,
+        params_active=counts["active"],
+        params_trainable=trainable,
+        weights_gib=_gib(weights),
+        kv_bytes_per_token=kv_bytes_per_token(a, 2.0, 1),
+        kv_cache_gib=0.0,
+        kv_capacity_tokens=0,
+        max_model_len=None,
+        max_concurrency=0.0,
+        optimizer_gib=_gib(opt),
+        gradients_gib=_gib(grads),
+        activations_gib=_gib(activations),
+        model_states_gib=_gib(states),
+        overhead_gib=_gib(overhead),
+        torch_peak_gib=_gib(torch_peak),
+        total_gib=_gib(total),
+        fits=fits,
+        headroom_gib=_gib(vram - total),
+        engine="torch",
+        reserved_gib=_gib(torch_peak * (1 + ALLOCATOR_SLACK)),
+        offloaded_gib=_gib(offloaded),
+        paged_gib=_gib(paged_bytes),
+        notes=tuple(notes),
+        breakdown={
+            "activations_layers_gib": _gib(layers_act),
+            "activations_logits_gib": _gib(logits),
+            "activation_bytes_per_token_layer": per_layer,
+            "optimizer_step_temporaries_gib": _gib(step_temp),
+            "zero3_gather_gib": _gib(gather),
+            "cuda_context_gib": CUDA_CONTEXT_GIB,
+            "lora_params": lora_params,
+            "tokens_per_gpu": tokens,
+        },
+        settings=_settings(kw, num_gpus=n),
+    )
