@@ -197,6 +197,7 @@ def _registry(context) -> dict[str, Any]:
         pad["wake_polls"] = {}  # job id -> scheduler polls the push path asked for
         pad["confirm"] = {}  # job id -> (when to poll again, tries so far)
         pad["spent"] = {}  # cluster -> marker folders of attempts that ended
+        pad["polled"] = {}  # cluster -> time.monotonic() of its last scheduler poll
     return pad
 
 
@@ -265,10 +266,10 @@ def needs_poll(group, woken: dict[str, set[str]] | None, seen: dict) -> bool:
     return False
 
 
-def count_poll(context, woken: dict[str, set[str]] | None, group) -> None:
+def count_poll(context, woken: dict[str, set[str]] | None, group, cluster: str) -> None:
     """Count scheduler polls made because of the push path, per job (for its state events)."""
     pad = _registry(context)
-    pad["last_poll"] = time.monotonic()
+    pad["last_poll"] = pad["polled"][cluster] = time.monotonic()
     if woken is None:
         return
     counts = pad["wake_polls"]
@@ -356,6 +357,11 @@ def full_poll_interval(context, interval: float, min_interval: float, max_interv
         floor = max(min_interval, max_interval / 4)
         return floor if busy else min(max_interval, max(floor, interval * 1.5))
     return min_interval if busy else min(max_interval, interval * 1.5)
+
+
+def last_poll(context) -> float:
+    """time.monotonic() of the oldest of the clusters' last scheduler polls (0 before any)."""
+    return min(_registry(context)["polled"].values(), default=0.0)
 
 
 def all_alive(context) -> bool:

@@ -92,7 +92,7 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
                 for attempt in group:
                     lifecycle.plugin_failed(context, attempt.job_id, "runjob_poll", cluster.type, exc, attempt=attempt.n)
                 continue
-            _watch.count_poll(context, woken, group)
+            _watch.count_poll(context, woken, group, cluster_name)
         for attempt, submission in zip(group, submissions):
             job_id = attempt.job_id
             last = seen.get(job_id)
@@ -433,6 +433,10 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
                 busy = result.state_changed if _watch.all_alive(context) else result.changed
                 interval = _watch.full_poll_interval(context, interval, min_interval, max_interval, busy=busy)
                 next_full = time.monotonic() + interval
+            elif _watch.all_alive(context):
+                # A wake-up poll asked the scheduler about every job of the cluster: it counts
+                # as the safety net's poll too.
+                next_full = max(next_full, _watch.last_poll(context) + interval)
             woken = _watch.wait_for_wakeup(context, next_full - time.monotonic()) or None
     finally:
         _watch.close(context)
