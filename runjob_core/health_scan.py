@@ -30,10 +30,10 @@ def scan_submission(path: str | Path) -> Submission:
 
 
 def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: JobSpec | None = None) -> list[Finding]:
-    """All findings of every installed checker on the file at *path*."""
+    """All findings of every installed checker on the file at *path*: whole-file scanners
+    (``runjob_scan_log``) first, then the file as windows to every other checker."""
     job = job or JobSpec(name="scan", command="true", model=ModelSpec(max_tokens=max_tokens), health=HealthPolicy())
     submission = scan_submission(path)
-    caller = context.pm.hook.runjob_check_health
     found: list[Finding] = []
     failures: list[str] = []
 
@@ -43,6 +43,22 @@ def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: 
         if name not in failures:
             failures.append(name)
             lifecycle.plugin_failed(context, None, "runjob_check_health", name, exc)
+
+    pm = context.pm
+    answered = []
+    for impl in reversed(pm.hook.runjob_scan_log.get_hookimpls()):
+        kwargs = {"job": job, "path": Path(path), "context": context}
+        try:
+            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except Exception as exc:  # a plugin bug: named once; the file still goes to the others
+            failed(impl.plugin_name, exc)
+            continue
+        if result is not None:
+            found.extend(result)
+            answered.append(impl.plugin)
+    caller = pm.subset_hook_caller("runjob_check_health", remove_plugins=answered) if answered else pm.hook.runjob_check_health
+    if not caller.get_hookimpls():
+        return found  # every checker scanned the whole file itself: no need to read it as text
 
     def call(window: str, status: JobStatus) -> None:
         kwargs = {"job": job, "submission": submission, "status": status, "window": window, "progress": None,

@@ -371,6 +371,27 @@ def runjob_check_health(
 
 
 @hookspec
+def runjob_scan_log(job: JobSpec, path: Path, context: RunContext) -> Iterable[Finding] | None:
+    """Scan a whole log file at once, offline (``runjob health scan FILE``).
+
+    Optional, for checkers with a faster whole-file path (a memory-mapped multi-pattern
+    pass) than being fed the file as text windows. A checker that answers here is not
+    also fed the file through :func:`runjob_check_health`; the others are, as before. The
+    findings must be those :func:`runjob_check_health` would give for the same text.
+
+    :param job: A stand-in job specification carrying what the scan was given
+        (``model.max_tokens`` for the truncation check).
+    :param path: The log file.
+    :param context: This invocation's context (an offline one: no job, no cluster).
+    :returns: Findings, or ``None`` to be fed the file through :func:`runjob_check_health`.
+
+    Result: called on every plugin; all findings are shown.
+
+    .. versionadded:: 0.2
+    """
+
+
+@hookspec
 def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest: Path, context: RunContext) -> Iterable[Artifact] | None:
     """Collect what a finished job produced into *dest*, then publish and check it.
 

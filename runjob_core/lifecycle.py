@@ -206,6 +206,9 @@ def launch(
     if checks.refused and not force:
         raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
     row, submission = submit(context, job, cluster, spec_path=spec_path, kind=kind, new=new, confirm=confirm)
+    from runjob_core.reporting import chain  # pre-flight's estimates, for the report's estimate-versus-actual
+
+    chain.record_estimates(context.store, row, checks)
     return Launched(row, submission, checks, kind)
 
 
@@ -515,6 +518,9 @@ def collect(context: RunContext, row: JobRow) -> Collected:
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
     release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
+    from runjob_core.reporting import chain  # the activity log and the dashboard sync
+
+    chain.after_collect(context, row, attempt.n, artifacts)
     return Collected(dest, tuple(artifacts), tuple(problems))
 
 

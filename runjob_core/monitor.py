@@ -16,6 +16,7 @@ import attrs
 from runjob_core import _cyclememo, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core.errors import RunjobError, TransportError
+from runjob_core.reporting import history as metrics_history
 from runjob_core.models import (
     ACTIVE_STATES, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
 )
@@ -196,6 +197,8 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     window = "" if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
+    if progress or window:
+        metrics_history.observe(context, transport, attempt, submission, progress, window)
     findings: list[Finding] = []
     if window or changed or status.terminal or status.state == RUNNING:
         caller = context.hook("runjob_check_health", cluster.type)

@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS artifacts(
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -106,7 +106,15 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     0: (),
     # 2: the machine a backend created for an attempt (runjob_provision) and when it was released.
     1: ("ALTER TABLE attempts ADD COLUMN machine_json TEXT", "ALTER TABLE attempts ADD COLUMN released_at REAL"),
+    # 3: the metrics history (loss, reward, ... per attempt and step), for the report and the dashboard;
+    # the index covers every column a dashboard reads.
+    2: ("CREATE TABLE IF NOT EXISTS metrics(job_id TEXT NOT NULL, attempt INTEGER NOT NULL, series TEXT NOT NULL,"
+        " step REAL, ts REAL, value REAL NOT NULL, source TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step, ts, value)"),
 }
+#: Points kept per job, attempt and metric series: past this, every other point is dropped
+#: (first and last kept), so a long run keeps its shape in a bounded table.
+MAX_METRIC_POINTS = 4000
 
 
 def attempt_tag(job_id: str, n: int) -> str:
@@ -521,6 +529,43 @@ class Store:
                         json.loads(r["data_json"]) if r["data_json"] else {}, r["created_at"])
             for r in rows
         ]
+
+    # ------------------------------------------------------------------ metrics history
+
+    def add_metrics(self, job_id: str, attempt: int, points: list[tuple[str, float | None, float | None, float]],
+                    *, source: str) -> None:
+        """Append (series, step, ts, value) points of one attempt, then thin any series that
+        grew past MAX_METRIC_POINTS."""
+        if not points:
+            return
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO metrics(job_id, attempt, series, step, ts, value, source) VALUES (?,?,?,?,?,?,?)",
+                [(job_id, attempt, series, step, ts, value, source) for series, step, ts, value in points])
+            for series in {p[0] for p in points}:
+                count = self._db.execute("SELECT COUNT(*) FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?",
+                                         (job_id, attempt, series)).fetchone()[0]
+                if count > MAX_METRIC_POINTS:
+                    self._db.execute(
+                        "DELETE FROM metrics WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER"
+                        " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?)"
+                        " WHERE rn % 2 = 0 AND rn < ?)", (job_id, attempt, series, count))
+
+    def metrics(self, job_id: str, *, series: tuple[str, ...] = ()) -> list[tuple[int, str, float | None, float | None, float]]:
+        """(attempt, series, step, ts, value) of a job (only *series* if given), by series, attempt and step."""
+        where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
+        cursor = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?" + where +
+                                  " ORDER BY series, attempt, step, ts", (job_id, *series))
+        cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
+        return cursor.fetchall()
+
+    def has_metrics(self, job_id: str, source: str, *, besides: str = "") -> bool:
+        """Whether *source* recorded any series other than *besides* for the job."""
+        return self._db.execute("SELECT 1 FROM metrics WHERE job_id = ? AND source = ? AND series != ? LIMIT 1",
+                                (job_id, source, besides)).fetchone() is not None
+
+    def last_metric_step(self, job_id: str, source: str) -> float | None:
+        return self._db.execute("SELECT MAX(step) FROM metrics WHERE job_id = ? AND source = ?", (job_id, source)).fetchone()[0]
 
     # ------------------------------------------------------------------ helpers
 

@@ -380,3 +380,28 @@ def test_no_core_module_imports_a_plugin_or_names_a_backend():
             if isinstance(node, ast.Constant) and node.value in ("slurm", "runpod"):
                 offenders.append(f"{path.relative_to(core)} names the backend {node.value!r}")
     assert offenders == []
+
+
+class _WholeFileChecker:
+    windows: list[str] = []
+
+    @hookimpl
+    def runjob_scan_log(self, path):
+        return [Finding(label="whole", severity="info", message=f"{path.name} at once", action="continue", source="whole")]
+
+    @hookimpl
+    def runjob_check_health(self, window):
+        self.windows.append(window)
+
+
+def test_a_whole_file_scanner_is_not_also_fed_windows(tmp_path):
+    from runjob_core import health_scan
+
+    log = tmp_path / "job.log"
+    log.write_text("line one\nline two\n")
+    pm, _ = plugins.get_plugin_manager()
+    pm.register(_WholeFileChecker(), name="whole")
+    context = lifecycle.offline_context(pm)
+    labels = [f.label for f in health_scan.scan_file(context, log)]
+    assert "whole" in labels and _WholeFileChecker.windows == []
+    context.close()

@@ -21,6 +21,7 @@ def test_wheels_carry_templates_and_render_from_an_installed_copy(tmp_path):
     for template in ("base", "training", "vllm"):
         assert f"runjob_core/templates/{template}.sbatch.j2" in names
     assert any(n.startswith("runjob_core/data/references/") and n.endswith(".md") for n in names)
+    assert {"runjob_core/data/dashboard/dashboard.js", "runjob_core/data/dashboard/dashboard.css"} <= set(names)
     site = tmp_path / "site"
     wheels = [str(w) for w in (tmp_path / "wheels").glob("*.whl")]
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), *wheels],
@@ -34,6 +35,8 @@ from runjob_core import templating
 env = templating.make_environment(plugins=[runjob_local])
 for name in ("base.sbatch.j2", "training.sbatch.j2", "vllm.sbatch.j2", "local.sh.j2"):
     env.get_template(name)
+from importlib import resources
+assert "makeSortable" in resources.files("runjob_core").joinpath("data", "dashboard", "dashboard.js").read_text()
 from runjob_core.references import builtin_references
 print(len(builtin_references()))
 """

@@ -133,6 +133,39 @@ def test_a_database_from_before_schema_versions_is_upgraded_with_its_rows(tmp_pa
     assert user_version(path) == store_module.SCHEMA_VERSION
 
 
+def test_a_schema_2_database_gains_the_metrics_table_and_keeps_its_rows(tmp_path):
+    from runjob_core import store as store_module
+
+    path = tmp_path / "state.db"
+    old = Store(path)
+    job = make_job(old)
+    old._db.execute("DROP TABLE metrics")
+    old._db.execute("PRAGMA user_version = 2")  # as the runjob before the metrics history left it
+    old.close()
+    reopened = Store(path)
+    try:
+        assert reopened.get_job(job).name == "exp"
+        reopened.add_metrics(job, 1, [("loss", 1.0, 0.0, 2.5)], source="test")
+        assert reopened.metrics(job) == [(1, "loss", 1.0, 0.0, 2.5)]
+    finally:
+        reopened.close()
+    assert user_version(path) == store_module.SCHEMA_VERSION == 3
+
+
+def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(tmp_path, monkeypatch):
+    from runjob_core import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_METRIC_POINTS", 10)
+    store = Store(tmp_path / "state.db")
+    job = make_job(store)
+    store.add_metrics(job, 1, [("loss", float(s), None, float(s)) for s in range(11)], source="test")
+    steps = [p[2] for p in store.metrics(job)]
+    assert steps == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]  # 11 > 10: every other point dropped, the last kept
+    store.add_metrics(job, 2, [("loss", 11.0, None, 1.0)], source="test")  # another attempt: its own bound
+    assert len(store.metrics(job)) == 7
+    store.close()
+
+
 def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
     from runjob_core import store as store_module
 

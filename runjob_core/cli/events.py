@@ -14,10 +14,21 @@ from runjob_core.cli._common import open_context
 @click.argument("job", required=False)
 @click.option("--kind", "kinds", multiple=True, help="Only events of this kind (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-def command(job: str | None, kinds: tuple[str, ...], as_json: bool) -> None:
+@click.option("--md", "as_md", is_flag=True, help="The Markdown activity log of artifact steps (.runjob/activity.md).")
+def command(job: str | None, kinds: tuple[str, ...], as_json: bool, as_md: bool) -> None:
     """Show the activity log of JOB (id or name), or of every job."""
     context = open_context(as_json)
     try:
+        if as_md:
+            from runjob_core.reporting import activity
+
+            text = activity.read(context.state_dir)
+            if job:  # the header, then only this job's rows (its name and id are in the job cell)
+                ref = context.store.find_job(job)
+                lines = text.splitlines(keepends=True)
+                text = "".join(lines[:4]) + "".join(l for l in lines[4:] if f"| {ref.name} {ref.id} |" in l)
+            click.echo(text or f"no artifact steps recorded yet in {activity.path_for(context.state_dir)}", nl=not text)
+            return
         job_id = context.store.find_job(job).id if job else None
         for event in context.store.events(job_id, kinds=kinds):
             if as_json:

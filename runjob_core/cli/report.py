@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import json_option, open_context, print_json
+from runjob_core.cli._common import open_context, print_json
 
 
 @click.command("report")
 @click.argument("job")
-@json_option
-def command(job: str, as_json: bool) -> None:
-    """Summarise JOB (id or name): attempts, results, samples, anomalies, next step."""
-    from runjob_core.cli import _show
-    from runjob_core.report import build_report
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (samples whole).")
+@click.option("--md", "as_md", is_flag=True, help="Print the report as Markdown (samples whole).")
+def command(job: str, as_json: bool, as_md: bool) -> None:
+    """Summarise JOB (id or name): results, samples, anomalies, attempts, cost, closing line, next steps."""
+    from runjob_core.reporting import render
+    from runjob_core.reporting.report import build_report
 
-    context = open_context(as_json)
+    if as_json and as_md:
+        raise click.UsageError("choose one of --json and --md")
+    context = open_context(as_json or as_md)
     try:
-        data = build_report(context.store, context.store.find_job(job))
+        data = build_report(context.store, context.store.find_job(job), clusters=context.clusters)
     finally:
         context.close()
     if as_json:
         print_json(data)
+    elif as_md:
+        click.echo(render.markdown(data))
     else:
-        _show.report(data)
+        render.terminal(data)

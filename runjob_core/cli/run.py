@@ -21,7 +21,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
     """Take JOB_FILE through every phase; exit 0 only if it completed and its results were collected."""
     from runjob_core import lifecycle, monitor
     from runjob_core.cli import _show
-    from runjob_core.report import build_report
+    from runjob_core.reporting.report import build_report
 
     job = load_job(job_file)
     context = open_context(as_json)
@@ -40,7 +40,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         collected = None
         if row.state == "COMPLETED":
             collected = lifecycle.collect(context, row)
-        report = build_report(context.store, context.store.get_job(row.id))
+        report = build_report(context.store, context.store.get_job(row.id), clusters=context.clusters)
         if as_json:
             print_json(report)
         else:

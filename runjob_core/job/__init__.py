@@ -137,15 +137,54 @@ def _read_progress() -> Dict[str, Any]:
 
 
 def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total: Optional[int] = None, **metrics: Any) -> None:
-    """Record the job's progress where the monitor reads it (written atomically)."""
+    """Record the job's progress where the monitor reads it (written atomically).
+
+    Numeric *metrics* (loss, reward, accuracy, tokens_per_s, ...) with the *step* are also
+    appended to the metrics history beside the progress file, from which the dashboard
+    draws its curves; ``rows_done`` alone is appended at most every few seconds.
+    """
     path = Path(os.environ.get("RUNJOB_PROGRESS", "progress.json"))
     current = _read_progress()
     current.update({k: v for k, v in {"step": step, "rows_done": rows_done, "total": total}.items() if v is not None})
     if metrics:
         current.setdefault("metrics", {}).update(metrics)
-    current["updated_at"] = time.time()
-    current["attempt"] = int(os.environ.get("RUNJOB_ATTEMPT", "1"))
+    now = time.time()
+    attempt = int(os.environ.get("RUNJOB_ATTEMPT", "1"))
+    finished = rows_done is not None and rows_done == current.get("total")
+    size = _append_history(path.parent / HISTORY_FILE, attempt, now, step, rows_done, metrics,
+                           last=None if finished or current.get("attempt") != attempt else current.get("rows_history_at"))
+    if size is not None:
+        current["history_bytes"] = size
+        if rows_done is not None:
+            current["rows_history_at"] = now
+    current["updated_at"] = now
+    current["attempt"] = attempt
     _atomic_write(path, json.dumps(current, default=str))
+
+
+#: The metrics history: JSON lines {"attempt", "t", "step", "rows_done", "m": {name: number}}
+#: beside the progress file. The monitor reads only the bytes past ``history_bytes`` it has
+#: seen (that count is in the progress file it reads anyway), so an unchanged history costs
+#: nothing.
+HISTORY_FILE = "metrics.jsonl"
+_HISTORY_QUIET_SECONDS = 5.0
+_NOT_CURVES = {"last_checkpoint_at", "max_save_seconds"}
+
+
+def _append_history(path: Path, attempt: int, now: float, step: Optional[int], rows_done: Optional[int],
+                    metrics: Dict[str, Any], last: Optional[float]) -> Optional[int]:
+    """Append one line (one ``write`` to an O_APPEND file: never interleaved); the file size."""
+    numbers = {k: v for k, v in metrics.items() if k not in _NOT_CURVES and isinstance(v, (int, float))
+               and not isinstance(v, bool) and v == v and abs(v) != float("inf")}
+    if not numbers and (rows_done is None or (last is not None and now - last < _HISTORY_QUIET_SECONDS)):
+        return None
+    line = {"attempt": attempt, "t": round(now, 3), "step": step, "rows_done": rows_done, "m": numbers}
+    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def checkpoint_saved(path: "str | os.PathLike[str]", step: int, *, save_seconds: Optional[float] = None, **info: Any) -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from runjob_health import _engine
 from runjob_health import _patterns as P
-from runjob_health import _scan
 from runjob_health._scan import (
     BURST_LINES,
     LOOKAHEAD_LINES,
@@ -183,19 +183,19 @@ def test_synthetic_log_fast_equals_reference_and_chunking(synth):
 @pytest.mark.parametrize("mode", ["all_fast", "all_rare"])
 def test_search_plan_does_not_change_results(synth, mode):
     ref = run(synth, max_tokens=256, cls=_ReferenceScanner)
-    s = LogScanner(max_tokens=256)
+    s = LogScanner(max_tokens=256, engine="python")    # the plan belongs to the bytes.find engine
     if mode == "all_fast":
-        s._plan = (s._anchors, ())
+        s._finder.plan = (s._anchors, ())
     else:
         groups = {}
         for a in s._anchors:
             groups.setdefault(bytes(a[:1]), {}).setdefault(0, []).append(a)
-        s._plan = ([], [(b, [(o, tuple(g)) for o, g in offs.items()]) for b, offs in groups.items()])
-    s._plan_age = -(1 << 40)
+        s._finder.plan = ([], [(b, [(o, tuple(g)) for o, g in offs.items()]) for b, offs in groups.items()])
+    s._finder.plan_age = -(1 << 40)
     try:
         assert s.feed(synth) + s.finish() == ref
     finally:
-        _scan._PLAN_CACHE.clear()   # the plan is shared per process; do not leave this one behind
+        _engine._PLAN_CACHE.clear()   # the plan is shared per process; do not leave this one behind
 
 
 def test_scan_file_and_small_chunk_size(tmp_path, synth):
@@ -206,12 +206,16 @@ def test_scan_file_and_small_chunk_size(tmp_path, synth):
     assert scan_file(p, max_tokens=256, chunk_size=4099) == ref
 
 
-def test_anchor_contract_holds_on_every_fixture_record():
+@pytest.mark.parametrize("engine", ["python", "hyperscan"])
+def test_anchor_contract_holds_on_every_fixture_record(engine):
     """Every record a check reacts to must contain an anchor (the fast path relies on it)."""
+    if engine == "hyperscan":
+        pytest.importorskip("hyperscan")
     rxs = [re.compile(b"|".join(b"(?:" + p + b")" for p in pats)) for pats in P.LABEL_PATTERNS.values()]
     state = [re.compile(P.TB_HEADER), re.compile(P.TB_FRAME), re.compile(P.KILLED), re.compile(P.FINISH_REASON),
-             re.compile(P.TOKEN_COUNT)]
-    s = LogScanner(max_tokens=10)
+             re.compile(P.TOKEN_COUNT), re.compile(P.CLIPPED_RATIO), re.compile(P.TERMINATED_LENGTH),
+             re.compile(P.CONTEXT_TRUNCATION)]
+    s = LogScanner(max_tokens=10, engine=engine)
     checked = 0
     extra = [ln.encode() for ln, _ in POSITIVE]
     for rec in [r for e in INDEX for r in re.split(rb"[\r\n]", (DATA / e["file"]).read_bytes())] + extra:
@@ -282,6 +286,37 @@ POSITIVE = [
     ("ModuleNotFoundError: No module named 'flash_attn'", "import_error"),
     ("ImportError: cannot import name 'SFTConfig' from 'trl'", "import_error"),
     ("run.sh: line 4: torchrun: command not found", "import_error"),
+    # issue 17: what real jobs print
+    ("E0325 20:57:27.620000 2606 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+     "local_rank: 5 (pid: 2630) of binary: /usr/bin/python", "host_oom"),
+    ("traceback : Signal 9 (SIGKILL) received by PID 14750", "host_oom"),
+    ("Loading checkpoint shards:  38%|###8      | 3/8 [00:02<00:03,  1.28it/s]Killed", "host_oom"),
+    ("The node with node id: 75b2 and ip: 10.4.4.107 has been marked dead because the detector has missed too many "
+     "heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly (OOM, preempted node, etc.)", "node_fail"),
+    ("Task failed because the node it was running on is dead or unavailable. Node IP: 127.0.0.1. This can happen if "
+     "the node was preempted, had a hardware failure, or its raylet crashed unexpectedly.", "node_fail"),
+    ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.", "node_fail"),
+    ("(raylet) A worker died or was killed while executing a task by an unexpected system error.", "node_fail"),
+    ("[rank0]:[W] [PG ID 0 Rank 0] Received a dump signal due to a collective timeout from  rank 13 and we will try",
+     "node_fail"),
+    ("2024/12/17 16:03:58 GCP Metadata Service says termination is imminent", "preempted"),
+    ("curl http://metadata.google.internal/computeMetadata/v1/instance/preempted -H Metadata-Flavor:Google => TRUE",
+     "preempted"),
+    ('{"level":"warn","message":"Spot interruption payload received: {\\"action\\":\\"terminate\\",'
+     '\\"time\\":\\"2025-03-31T16:34:24Z\\"}"}', "preempted"),
+    ('{"DocumentIncarnation":3,"Events":[{"EventId":"A1","EventType":"Preempt","ResourceType":"VirtualMachine"}]}',
+     "preempted"),
+    ("Message:        The node was low on resource: memory.", "preempted"),
+    ("Reason:         Evicted", "preempted"),
+    ("Warning  Evicted  4m  kubelet  The node had condition: [DiskPressure].", "preempted"),
+    ("Pod was terminated in response to imminent node shutdown.", "preempted"),
+    ("slurmstepd: error: *** JOB 88 ON gpu3 CANCELLED AT 2025-01-01T00:00:00 DUE TO PREEMPTION ***", "preempted"),
+    ("httpx.HTTPStatusError: Client error '401 Unauthorized' for url 'https://huggingface.co/api/models/google/x'",
+     "hub_auth_error"),
+    ("huggingface_hub.errors.HfHubHTTPError: 401 Client Error: Unauthorized. Invalid username or password.",
+     "hub_auth_error"),
+    ("Client error '403 Forbidden' for url 'https://huggingface.co/api/models/meta-llama/Llama-3.1-8B/revision/main'",
+     "hub_auth_error"),
 ]
 
 
@@ -290,6 +325,32 @@ def test_single_line_positive(line, label):
     hits = run(line + "\n")
     assert labels(hits) == {label}
     assert hits[0].line == 1 and hits[0].text == line[:300]
+
+
+def test_kernel_killed_worker_messages_name_host_memory():
+    h = run("Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]Killed\n")[0]
+    assert (h.label, h.severity, h.action) == ("host_oom", "error", "stop")
+    for word in ("host memory", "shard by shard", "exitcode -9", "not the GPU"):
+        assert word in h.message
+
+
+def test_ray_heartbeat_is_node_fail_not_oom_nor_preempted():
+    line = ("The node with node id: 1 and address: 10.0.0.1 has been marked dead because the detector has missed too "
+            "many heartbeats from it. This can happen when a (1) raylet crashes unexpectedly (OOM, preempted node, etc.)\n")
+    hits = run(line)
+    assert [(h.label, h.action) for h in hits] == [("node_fail", "resume")]
+    assert "raylet log" in hits[0].message
+
+
+def test_preemption_message_says_resume():
+    h = run("Pod was terminated in response to imminent node shutdown.\n")[0]
+    assert (h.label, h.severity, h.action) == ("preempted", "warning", "resume")
+    assert "checkpoint" in h.message
+
+
+def test_hub_auth_message_says_token_not_password():
+    h = run("remote: Invalid username or password.\n")[0]
+    assert h.label == "hub_auth_error" and "HF_TOKEN" in h.message and "no longer accepts passwords" in h.message
 
 
 def test_killed_with_exit_137_context_is_host_oom():
@@ -363,6 +424,37 @@ def test_near_miss_nccl_info_lines():
 def test_near_miss_finish_reason_stop():
     rows = "".join('{"idx": %d, "finish_reason": "stop", "completion_tokens": 120}\n' % i for i in range(50))
     assert quiet(rows) and quiet(rows, max_tokens=512)
+
+
+def test_near_miss_kill_and_node_wording():
+    log = ("Killed 0 processes\ncleanup: Killed 0 stale workers, exit code 0\n"
+           "(autoscaler +38s) Adding 1 nodes of type gpu.medium.\nnode added: 10.0.0.7 (ray.worker.gpu)\n"
+           "Healthy:\n 1 head-group\n 2 default-worker\nRecent failures:\n (no failures)\n"
+           "Sending process 4041 closing signal SIGTERM\nworker exited with exitcode: 0\n"
+           "retrying in 9 s (attempt 9)\n")
+    assert quiet(log)
+
+
+def test_near_miss_cloud_and_k8s_wording():
+    log = ("polling for termination-time\nscheduling: preemptible: true, provisioningModel: SPOT\n"
+           "instance/preempted FALSE\nLRU cache: Evicted 3 entries\nkv-cache: evicted 12 blocks\n"
+           'metrics: {"action": "continue", "time": 3}\nUse preemption-aware checkpointing (see docs)\n'
+           "node_pool: spot=true, on_preemption=requeue\n")
+    assert quiet(log)
+
+
+def test_near_miss_hub_and_auth_wording():
+    log = ("Token is valid (permission: read).\nLogin successful\nhuggingface_hub: using token from HF_TOKEN\n"
+           "git-credential: Authentication succeeded for https://huggingface.co\n"
+           "GET https://huggingface.co/api/models/gpt2 200 OK\n")
+    assert quiet(log)
+
+
+def test_near_miss_truncation_wording():
+    log = ("tokenizer: truncation=True, max_length=2048\nUsing truncation_side='left'\n"
+           "{'completions/clipped_ratio': 0.0, 'completions/mean_terminated_length': 412.5}\n"
+           "{'completions/clipped_ratio': 0.25, 'completions/mean_terminated_length': 380.0}\n")
+    assert quiet(log)
 
 
 def test_near_miss_no_space_in_prose():
@@ -518,6 +610,58 @@ def test_truncation_from_output_token_counts_needs_max_tokens():
     assert run(log) == []
     hits = run(log, max_tokens=512)
     assert labels(hits) == {"truncation"} and "max_tokens=512" in hits[0].message
+
+
+def test_truncation_all_of_a_handful_of_rows():
+    # a canary or a pasted excerpt: every row seen is cut off -> a finding, decided at the end
+    for n in (1, 3, 10, 19):
+        hits = run(rows(n, n))
+        assert [(h.label, h.severity, h.action) for h in hits] == [("truncation", "warning", "stop")], n
+        seen = "the only completion seen," if n == 1 else f"all {n} completions seen"
+        assert seen in hits[0].message and "raise max_tokens" in hits[0].message
+    # one cut row among a few that ended well, or among many: quiet
+    assert run(rows(5, 4)) == [] and run(rows(2, 1)) == [] and run(rows(40, 1)) == []
+    # streaming: not decided before the end (more rows may come)
+    s = LogScanner()
+    assert s.feed(rows(3, 3).encode()) == [] and labels(s.finish()) == {"truncation"}
+
+
+def test_truncation_vllm_repr_and_llama_cpp_dict_rows():
+    repr_row = ("[RequestOutput(request_id=0, prompt='Hi', outputs=[CompletionOutput(index=0, text=' I am', "
+                "token_ids=[1, 2], cumulative_logprob=-2.2, logprobs=None, finish_reason=length)], finished=True)]\n")
+    dict_row = ("{'id': 'cmpl-1', 'object': 'text_completion', 'choices': [{'text': 'Step 1', 'index': 0, "
+                "'logprobs': None, 'finish_reason': 'length'}], 'usage': {'completion_tokens': 16}}\n")
+    for row in (repr_row, dict_row, repr_row * 2 + dict_row):
+        assert labels(run(row)) == {"truncation"}
+    streamed = repr_row.replace("finish_reason=length", "finish_reason=None") * 5 + repr_row
+    assert labels(run(streamed)) == {"truncation"}      # finish_reason=None rows are not completions
+
+
+def test_truncation_from_trainer_metrics():
+    row = "{'loss': 0.0, 'completions/clipped_ratio': %s, 'completions/mean_terminated_length': %s, 'epoch': %d}\n"
+    hits = run("".join(row % ("1.0", "0.0", i) for i in range(3)))
+    assert [h.label for h in hits] == ["truncation"]
+    assert hits[0].message.startswith("Trainer completions were clipped at max_completion_length (all 3 logged steps")
+    assert "raise max_completion_length" in hits[0].message
+    assert labels(run(row % ("0.75", "0.0", 0))) == {"truncation"}       # nothing terminated
+    assert labels(run(row % ("1", "512.0", 0))) == {"truncation"}         # everything clipped
+    assert run(row % ("0.0", "300.5", 0) + row % ("1.0", "0.0", 1)) == []  # 1 of 2 steps: quiet
+    many = "".join(row % ("1.0" if i < 3 else "0.1", "0.0" if i < 3 else "200.0", i) for i in range(40))
+    assert labels(run(many)) == {"truncation"}                            # 3 of 40 steps >= 5%
+
+
+def test_truncation_harness_context_notices():
+    for line in ("[ WARNING]: context_size + max_new_tokens=33238 which is greater than self.max_length=32768. "
+                 "Truncating context to 0 tokens. (vllm_model.py:276)",
+                 "2026-04-29:23:50:05 WARNING  [models.huggingface:914] Left truncation applied. Original sequence "
+                 "length was 1364, truncating to last 1024 tokens. Some content will be lost."):
+        hits = run(line + "\n")
+        assert [(h.label, h.severity) for h in hits] == [("truncation", "warning")]
+        assert hits[0].message.startswith("The eval harness truncated prompts to fit the context window at line 1:")
+        assert "max_model_len" in hits[0].message and "raise max_tokens" not in hits[0].message
+    # repeated notices of one run: one finding; and they do not explain away a later crash
+    log = ("Truncating context to 0 tokens.\n" * 30 + TB)
+    assert [h.label for h in run(log)] == ["truncation", "traceback"]
 
 
 def test_truncation_early_report_while_streaming():

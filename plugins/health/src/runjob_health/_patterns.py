@@ -35,8 +35,10 @@ LABELS: dict[str, tuple[str, str, str, str]] = {
     ),
     "host_oom": (
         "error", "stop", "Host (CPU) memory exhausted, the process was OOM-killed",
-        "request more memory (--mem / --mem-per-cpu), use fewer DataLoader workers, "
-        "or stream the dataset instead of loading it into RAM",
+        "request more host memory (--mem / --mem-per-cpu), use fewer DataLoader workers, load "
+        "checkpoints shard by shard (low_cpu_mem_usage / device_map) or stream the dataset instead "
+        "of loading it into RAM (a worker killed by signal 9 / exitcode -9, or a bare 'Killed', is "
+        "the kernel's OOM killer, not the GPU)",
     ),
     "nan_loss": (
         "error", "stop", "Loss or gradient norm became NaN/Inf",
@@ -48,12 +50,15 @@ LABELS: dict[str, tuple[str, str, str, str]] = {
         "resume from the last checkpoint, and request a longer --time or checkpoint more often",
     ),
     "preempted": (
-        "warning", "resume", "Job was preempted / the spot instance was reclaimed",
-        "resume from the last checkpoint (make sure checkpoints are frequent enough)",
+        "warning", "resume", "Job was preempted (spot/preemptible instance reclaimed, or pod evicted)",
+        "resume from the last checkpoint; checkpoint more often than the provider's notice "
+        "window allows, or use on-demand capacity for runs that cannot lose work",
     ),
     "node_fail": (
-        "error", "resume", "Node or GPU hardware failure",
-        "resume on a different node (exclude this one) and report the node to the admins",
+        "error", "resume", "A node, GPU or distributed worker died",
+        "resume on other nodes (exclude the failed one) and report it to the admins; for a Ray "
+        "node or actor that died, read that node's raylet log and dmesg first (an OOM kill or a "
+        "preemption there looks the same from the driver)",
     ),
     "nccl_error": (
         "error", "retry", "NCCL / distributed communication failure",
@@ -67,7 +72,8 @@ LABELS: dict[str, tuple[str, str, str, str]] = {
     ),
     "hub_auth_error": (
         "error", "stop", "Hugging Face Hub refused access (401/403 or gated repo)",
-        "set a valid HF_TOKEN and accept the model's license / request access on its Hub page",
+        "set a valid HF_TOKEN (an access token: the Hub no longer accepts passwords) that can "
+        "read the repo, and accept the model's license / request access on its Hub page",
     ),
     "submit_error": (
         "error", "stop", "The scheduler rejected the job submission",
@@ -83,8 +89,23 @@ LABELS: dict[str, tuple[str, str, str, str]] = {
         "fix the cause shown in the exception and resubmit",
     ),
     "truncation": (
-        "warning", "stop", "Many completions were cut off at max_tokens",
+        "warning", "stop", "Completions were cut off at max_tokens",
         "raise max_tokens (never silently reduce it) and re-run the affected rows",
+    ),
+}
+
+# truncation has three kinds of evidence; each gets a title and advice that fit it
+TRUNCATION_KINDS: dict[str, tuple[str, str]] = {
+    "rows": LABELS["truncation"][2:],
+    "trainer": (
+        "Trainer completions were clipped at max_completion_length",
+        "raise max_completion_length (max_new_tokens) so completions can end on their own; with "
+        "every completion clipped the rewards carry no signal. runjob will not change it for you",
+    ),
+    "context": (
+        "The eval harness truncated prompts to fit the context window",
+        "raise the model's max length (max_model_len / max_length), or lower max_new_tokens or the "
+        "few-shot count; runjob will not change any of these for you",
     ),
 }
 
@@ -132,6 +153,11 @@ LABEL_PATTERNS: dict[str, list[bytes]] = {
         rb"is killed by signal: Killed",
         rb"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
         rb"(?<![A-Za-z])MemoryError\b",
+        # torchrun / elastic: a worker killed by the kernel (ChildFailedError summary)
+        rb"\bexitcode\s*:\s*-9\b",
+        rb"Signal 9 \(SIGKILL\) received by PID",
+        # "Killed" glued to a tqdm bar (loading checkpoint shards into host RAM)
+        rb"\d+/\d+ \[[^\]]{0,80}\]\s?Killed\b",
     ],
     "nan_loss": [
         _LOSS_KEY + _SEP + _NANV,
@@ -152,6 +178,21 @@ LABEL_PATTERNS: dict[str, list[bytes]] = {
         rb"[Ii]nstance is going to be interrupted",
         rb"\b(?:[Cc]luster|[Ii]nstance|[Jj]ob|[Nn]ode|VM|[Pp]od|[Ww]orker|[Tt]ask) (?:is |was |has been |got )?preempted\b",
         rb"\bPreempted\b",
+        # cloud notices and the metadata-server lines that announce them
+        rb"[Tt]ermination is imminent",
+        rb"\bcompute\.instances\.preempted\b",
+        rb"instance/preempted\b.{0,60}\bTRUE\b",
+        rb"\b(?:[Pp]reemption|[Tt]ermination|[Ii]nterruption) notice (?:received|detected)",
+        rb"(?:[Rr]eceived|[Dd]etected|[Gg]ot) (?:a |an |the )?(?:spot |preemption |termination |interruption )+notice",
+        rb"spot/(?:instance-action|termination-time)\b.{0,80}(?:terminate|stop|hibernate|\d{4}-\d\d-\d\dT)",
+        rb"\"action\\?\"\s*:\s*\\?\"(?:terminate|stop|hibernate)\\?\"\s*,\s*\\?\"time\\?\"",
+        rb"\"EventType\"\s*:\s*\"Preempt\"",
+        # Kubernetes eviction (node pressure) and graceful node shutdown of a spot node
+        rb"The node was low on resource: \[?\w",
+        rb"The node had condition: \[\w*Pressure\]",
+        rb"^\s*Reason:\s+Evicted\b",
+        rb"\s\d+/\d+\s+Evicted\s+\d",
+        rb"Pod was terminated in response to imminent node shutdown",
     ],
     "node_fail": [
         rb"DUE TO NODE FAILURE",
@@ -164,6 +205,16 @@ LABEL_PATTERNS: dict[str, list[bytes]] = {
         rb"cudaErrorECCUncorrectable",
         rb"fallen off the bus",
         rb"GPU is lost",
+        # node loss in distributed runtimes (Ray lists OOM and preemption as *possible* causes)
+        rb"has been marked (?:as )?dead because the (?:detector|monitor) has missed too many heartbeats",
+        rb"mistakenly been marked (?:as )?dead",
+        rb"\b(?:RayActorError|ActorDiedError)\b",
+        rb"The actor died unexpectedly before finishing this task",
+        rb"The actor is dead because its worker process has died",
+        rb"A worker died or was killed while executing (?:a |the )?task",
+        rb"Task failed because the node it was running on is dead",
+        # NCCL watchdog: a collective timed out on *another* (named) rank
+        rb"Received a dump signal due to a collective timeout from\s+rank \d+",
     ],
     "nccl_error": [
         rb"Watchdog caught collective operation timeout",
@@ -196,6 +247,11 @@ LABEL_PATTERNS: dict[str, list[bytes]] = {
         rb"Repository Not Found for url",
         rb"Unauthorized for url",
         rb"LocalTokenNotFoundError",
+        # huggingface_hub >= 1.0 (httpx) and git wording
+        rb"[Cc]lient error:? ['(]?40[13] [A-Za-z ]+['\)]? for url",
+        rb"Invalid username or password",
+        rb"fatal: Authentication failed for '?https?://(?:[\w-]+\.)*(?:huggingface\.co|hf\.co)",
+        rb"Password authentication in git is no longer supported",
     ],
     "submit_error": [
         rb"\bsbatch: error:",
@@ -215,6 +271,8 @@ LABEL_PATTERNS: dict[str, list[bytes]] = {
 # a record that matches the pattern is still not a hit if it matches this
 LABEL_EXCLUDE: dict[str, bytes] = {
     "nccl_error": rb"\bNCCL INFO\b",
+    # Ray's node/worker death messages list preemption among the possible causes
+    "preempted": rb"can happen (?:when|if)|possible causes|potential root causes|common causes",
 }
 
 # --------------------------------------------------------------------------
@@ -235,11 +293,14 @@ ANCHORS: tuple[bytes, ...] = (
     b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
     # host_oom
     b"Detected", b"Killed", b"Out Of Memory", b"Out of memory", b"exceeded memory",
-    b"Exceeded", b"Memory cgroup", b"DefaultCPUAllocator",
+    b"Exceeded", b"Memory cgroup", b"DefaultCPUAllocator", b"exitcode", b"SIGKILL",
     # time_limit / preempted / node_fail
     b"DUE TO", b"PBS: job killed", b"TERM_",
-    b"nterruption", b"going to be interrupted", b"reempted",
+    # (few, short anchors: the bytes.find engine makes one pass per anchor)
+    b"nterruption", b"going to be interrupted", b"reempt", b"imminent", b"ermination", b"instance-action",
+    b'"action', b"low on resource", b"had condition", b"Evicted",
     b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus", b"GPU is lost",
+    b"been marked", b"died", b"is dead", b"dump signal",
     # nccl_error
     # (not plain "NCCL": NCCL_DEBUG=INFO logs have millions of "NCCL INFO" lines)
     b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL", b"NCCL communicator",
@@ -249,14 +310,15 @@ ANCHORS: tuple[bytes, ...] = (
     # hub_auth_error
     b"Invalid ", b"Cannot access gated", b"You are trying",
     b"Access to model", b"Repo model", b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound",
+    b"uthentication",
     # submit_error
     b"Batch job submission", b"Unable to allocate",
     # import_error
     b"No module named", b"command not found", b"execve",
     # state changes that are not label matches
     b"Traceback", b'File "',
-    # truncation (completion rows)
-    b"finish_reason",
+    # truncation (completion rows, trainer metrics, harness notices)
+    b"finish_reason", b"clipped_ratio", b"terminated_length", b"runcat",
 )
 # per label: at least one of these literals is in every record the label's
 # patterns match (a cheap precheck before running the regexes)
@@ -264,17 +326,18 @@ LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
     "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"rror", b"THCudaCheck", b"_ALLOC_FAILED",
                  b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED"),
     "host_oom": (b"Detected", b"Killed", b"Out Of Memory", b"exceeded memory", b"Exceeded", b"Out of memory",
-                 b"Memory cgroup", b"DefaultCPUAllocator", b"rror"),
+                 b"Memory cgroup", b"DefaultCPUAllocator", b"rror", b"exitcode", b"SIGKILL"),
     "nan_loss": (b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Current loss scale"),
     "time_limit": (b"DUE TO", b"PBS: job killed", b"TERM_"),
-    "preempted": (b"DUE TO", b"TERM_", b"nterruption", b"going to be interrupted", b"reempted"),
+    "preempted": (b"DUE TO", b"TERM_", b"nterruption", b"going to be interrupted", b"reempt", b"imminent",
+                  b"ermination", b"instance-action", b'"action', b"low on resource", b"had condition", b"Evicted"),
     "node_fail": (b"DUE TO", b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus",
-                  b"GPU is lost"),
+                  b"GPU is lost", b"been marked", b"rror", b"died", b"is dead", b"dump signal"),
     "nccl_error": (b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL",
                    b"NCCL communicator", b"NCCL WARN", b"rror", b"DistBackend"),
     "disk_full": (b"No space left", b"Errno", b"ENOSPC", b"isk quota", b"Not enough"),
     "hub_auth_error": (b"rror", b"Invalid ", b"Cannot access gated", b"You are trying", b"Access to model", b"Repo model",
-                       b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound"),
+                       b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound", b"uthentication"),
     "submit_error": (b"rror", b"Batch job submission", b"Unable to allocate"),
     "import_error": (b"rror", b"No module named", b"command not found", b"execve"),
 }
@@ -335,11 +398,29 @@ EXIT137 = (
 FINISH_REASON = rb"finish_reason['\"]?\s*[:=]\s*(?:<\w+\.\w+:\s*)?['\"]?([A-Za-z_]+)"
 TRUNCATED_REASONS = frozenset({b"length", b"max_tokens", b"max_length"})
 NULL_REASONS = frozenset({b"none", b"null"})
+# trainer metrics that say completions were clipped (TRL/verl GRPO logging)
+CLIPPED_RATIO = rb"clipped_ratio['\"]?\s*[:=]\s*['\"]?([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)"
+TERMINATED_LENGTH = rb"mean_terminated_length['\"]?\s*[:=]\s*['\"]?([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)"
+# an eval harness saying it cut the prompt/context to fit (lighteval, lm-evaluation-harness)
+CONTEXT_TRUNCATION = (
+    rb"Truncating context to \d+ tokens"
+    rb"|Left truncation applied\. Original sequence length was \d+"
+    rb"|[Cc]ontext (?:was |has been )?truncated to (?:fit|\d+ tokens)"
+)
 TOKEN_COUNT = (
     rb"['\"]?\b(?:completion_tokens|output_tokens|num_output_tokens|num_generated_tokens"
     rb"|generated_tokens|output_len|gen_len)['\"]?\s*[:=]\s*(\d+)"
 )
 
 
+class LazyLabelPatterns(dict):
+    """label -> compiled pattern, compiled on first use: a healthy log never needs most of
+    them, and compiling all of them costs more start-up than scanning 100 MiB."""
+
+    def __missing__(self, label: str) -> "re.Pattern[bytes]":
+        rx = self[label] = re.compile(b"|".join(b"(?:" + p + b")" for p in LABEL_PATTERNS[label]))
+        return rx
+
+
 def compile_label_patterns() -> dict[str, "re.Pattern[bytes]"]:
-    return {label: re.compile(b"|".join(b"(?:" + p + b")" for p in pats)) for label, pats in LABEL_PATTERNS.items()}
+    return LazyLabelPatterns()

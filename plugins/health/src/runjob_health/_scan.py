@@ -11,14 +11,22 @@ Design (see ``_patterns`` for the speed contract):
 * The log is split into *records* at ``\\n`` and ``\\r`` (tqdm redraws); line
   numbers count ``\\n`` only and are 1-based (plus ``start_line``).
 * Large chunks are not split into lines.  A prefilter finds the literal
-  anchors of all checks with ``bytes.find`` (or a ``memchr`` loop over the
-  anchor's rarest byte, chosen from a byte-frequency sample) and only the
-  records around those positions are inspected.  While a traceback or a
+  anchors of all checks and only the records around those positions are
+  inspected.  Two engines (:mod:`runjob_health._engine`): Hyperscan (one pass
+  for all anchors, used when installed) or ``bytes.find`` passes (or a
+  ``memchr`` loop over the anchor's rarest byte, chosen from a byte-frequency
+  sample); the findings are the same.  While a traceback or a
   ``Killed`` line is pending, records are inspected one by one until the
   decision is made.  ``_ReferenceScanner`` inspects every record; the tests
   check that both give identical hits.
 * One physical event gives one hit per label: a label that matched within the
   previous ``BURST_LINES`` lines is not reported again.
+* Truncation: completion rows (``finish_reason``, or output token counts when
+  ``max_tokens`` is known) are a finding when at least ``TRUNCATION_SHARE`` of
+  ``TRUNCATION_MIN_ROWS`` or more are cut off, or when *all* of fewer rows
+  are (a canary, a pasted excerpt); trainer metric rows likewise
+  (``clipped_ratio`` 1 / ``mean_terminated_length`` 0 = every completion
+  clipped).  An eval harness saying it cut the context is a finding at once.
 * A Python traceback stays pending until ``LOOKAHEAD_LINES`` further lines
   arrive, a line says the process is exiting, or ``finish()``.  If at least
   ``PROGRESS_MIN`` of those lines look like normal progress and none says the
@@ -30,11 +38,11 @@ Design (see ``_patterns`` for the speed contract):
 
 from __future__ import annotations
 
+import mmap
 import re
-import time
 from dataclasses import dataclass, field
-from typing import Iterable
 
+from . import _engine
 from . import _patterns as P
 
 __all__ = ["Hit", "LogScanner", "scan_file", "findings_for_state"]
@@ -48,9 +56,6 @@ TEXT_MAX = 300
 TRUNCATION_MIN_ROWS = 20
 TRUNCATION_SHARE = 0.05
 TRUNCATION_EARLY_MIN = 3   # while streaming, need at least this many truncated rows
-PLAN_MIN_BYTES = 256 << 10  # regions at least this big get a rare-byte search plan
-PLAN_REFRESH_BYTES = 256 << 20
-PLAN_SAMPLE_BYTES = 512 << 10
 
 _LABEL_RX = P.compile_label_patterns()
 _LABEL_ORDER = tuple(P.LABEL_PATTERNS)
@@ -68,9 +73,10 @@ _KILLED_RX = re.compile(P.KILLED)
 _EXIT137_RX = re.compile(P.EXIT137)
 _FINISH_RX = re.compile(P.FINISH_REASON)
 _TOKENS_RX = re.compile(P.TOKEN_COUNT)
+_CLIPPED_RX = re.compile(P.CLIPPED_RATIO)
+_TERMINATED_RX = re.compile(P.TERMINATED_LENGTH)
+_CONTEXT_TRUNC_RX = re.compile(P.CONTEXT_TRUNCATION)
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
-_PLAN_CACHE: dict = {}   # anchors -> (plan, bytes scanned with it)
-_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 @dataclass(frozen=True)
@@ -91,8 +97,11 @@ def _decode(rec: bytes, focus: int = 0) -> str:
     return s
 
 
-def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "") -> Hit:
+def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "",
+              kind: str | None = None) -> Hit:
     severity, action, title, advice = P.LABELS[label]
+    if kind is not None:                # a label with several kinds of evidence (truncation)
+        title, advice = P.TRUNCATION_KINDS[kind]
     if caught:
         severity, action = "warning", "continue"
     msg = f"{title}"
@@ -125,8 +134,13 @@ class _Event:
 class LogScanner:
     """Incremental scanner; feed it arbitrary byte chunks, then call finish()."""
 
-    def __init__(self, *, max_tokens: int | None = None, start_line: int = 0):
+    def __init__(self, *, max_tokens: int | None = None, start_line: int = 0, engine: str | None = None):
         self.max_tokens = max_tokens
+        self.engine = _engine.resolve(engine)
+        # scan_file over a mapped file: the newlines after the last candidate record are only
+        # counted if a line number is asked for (a healthy log needs none)
+        self._lazy_lines = False
+        self._gap = None                 # (buf, lo, hi): newlines not yet added to _line
         self._start_line = start_line
         self._line = start_line          # '\n' seen before the current partial record
         self._partial = b""
@@ -137,6 +151,7 @@ class LogScanner:
         self._killed: tuple[int, bytes] | None = None
         self._fr = [0, 0]                # finish_reason rows: total, truncated
         self._tok = [0, 0]               # token-count rows: total, at max_tokens
+        self._clip = [0, 0]              # trainer metric rows: total, every completion clipped
         self._trunc_last: tuple[int, str] | None = None
         self._trunc_done = False
         self._out: list[Hit] = []
@@ -144,21 +159,31 @@ class LogScanner:
         if max_tokens:
             anchors += list(P.TOKEN_ANCHORS)
         self._anchors = tuple(anchors)
-        self._plan = None                # (fast anchors, {byte: [(anchor, offset)]})
-        self._plan_age = 0
+        # the bytes.find engine keeps a search plan; Hyperscan needs no state here
+        self._finder = _engine.BytesFind(self._anchors) if self.engine == "python" else None
 
     # ------------------------------------------------------------- public
     @property
     def lines_seen(self) -> int:
         """Complete lines seen so far (including ``start_line``)."""
+        self._count_gap()
         return self._line
 
-    def feed(self, data: bytes) -> list[Hit]:
+    def _count_gap(self) -> None:
+        if self._gap is not None:
+            buf, lo, hi = self._gap
+            self._gap = None
+            self._line += _newlines(buf, lo, hi)
+
+    def feed(self, data: bytes | bytearray | mmap.mmap) -> list[Hit]:
+        """Scan the next chunk (any size; a partial last line is kept for the next call)."""
         if self._finished:
             raise RuntimeError("feed() after finish()")
         if not data:
             return []
-        data = bytes(data)
+        if not isinstance(data, (bytes, bytearray, mmap.mmap)):
+            data = bytes(data)
+        self._count_gap()
         last = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if last < 0:
             self._partial += data
@@ -180,7 +205,13 @@ class LogScanner:
         if self._finished:
             return []
         if self._partial:
-            self._record(self._partial, self._line + 1)
+            rec = self._partial
+            # with newlines still uncounted, an idle scanner skips a last line without anchors
+            # (it would be a no-op) rather than count the whole file for its line number
+            if (self._gap is None or self._event is not None or self._killed is not None
+                    or self._candidates(rec + b"\n", 0, len(rec) + 1)):
+                self._count_gap()
+                self._record(rec, self._line + 1)
             self._partial = b""
             self._line += 1
         if self._event is not None:
@@ -247,7 +278,10 @@ class LogScanner:
             while ci < nc and cands[ci] < pos:
                 ci += 1
             if ci >= nc:
-                self._line += buf.count(b"\n", pos, hi)
+                if self._lazy_lines:
+                    self._gap = (buf, pos, hi)
+                else:
+                    self._line += _newlines(buf, pos, hi)
                 return
             c = cands[ci]
             rs = max(rfind(b"\n", pos, c), rfind(b"\r", pos, c)) + 1
@@ -259,116 +293,22 @@ class LogScanner:
             r = find(b"\r", c, n)
             end = r if r >= 0 else n
             if rs > pos:
-                self._line += buf.count(b"\n", pos, rs)
+                self._line += _newlines(buf, pos, rs)
             self._record(buf[rs:end], self._line + 1)
             if buf[end] == 10:
                 self._line += 1
             pos = end + 1
 
     # ------------------------------------------------------------- prefilter
-    def _make_plan(self, buf: bytes, lo: int, hi: int):
-        """Pick, per anchor, bytes.find (fastsearch) or a memchr loop over one
-        of its bytes, by measuring on a sample of this region.  Anchors that
-        share a byte at the same offset share one loop and one
-        ``startswith(tuple)`` test per occurrence.  Only the speed depends on
-        the plan; the candidate set is the same."""
-        start = lo + (hi - lo) // 3
-        sample = buf[start:start + min(PLAN_SAMPLE_BYTES, max(16384, (hi - lo) // 8))]
-        scale = (1 << 20) / max(1, len(sample))         # costs per MiB
-        occ: dict[int, int] = {}
-        loops: dict[int, dict[int, list]] = {}
-        fast = []
-        for a in self._anchors:
-            t0 = time.perf_counter()
-            n = sample.count(a)
-            best = ((time.perf_counter() - t0) + n * 3e-7) * scale
-            choice = None
-            for i, b in enumerate(a):
-                if b not in occ:
-                    occ[b] = sample.count(bytes((b,)))
-                k = occ[b] * scale
-                cost = 0.0 if b in loops else 2e-5 + k * 3e-7
-                cost += k * (3e-8 if i in loops.get(b, {}) else 1.5e-7)
-                if cost < best:
-                    best, choice = cost, (b, i)
-            if choice is None:
-                fast.append(a)
-            else:
-                loops.setdefault(choice[0], {}).setdefault(choice[1], []).append(a)
-        rare = [(bytes((b,)), [(off, tuple(group)) for off, group in offs.items()]) for b, offs in loops.items()]
-        return fast, rare
-
     def _candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
-        size = hi - lo
-        if self._plan is None and self._anchors in _PLAN_CACHE:
-            # reuse the plan of an earlier scanner in this process (speed only)
-            self._plan, self._plan_age = _PLAN_CACHE[self._anchors]
-        if size >= PLAN_MIN_BYTES and (self._plan is None or self._plan_age >= PLAN_REFRESH_BYTES):
-            self._plan = self._make_plan(buf, lo, hi)
-            self._plan_age = 0
-        self._plan_age += size
-        if self._plan is not None:
-            _PLAN_CACHE[self._anchors] = (self._plan, self._plan_age)
-        if self._plan is None or size < 4096:
-            fast, rare = self._anchors, ()
-        else:
-            fast, rare = self._plan
-        out: list[int] = []
-        add = out.append
-        find = buf.find
-        startswith = buf.startswith
-        guarded = P.GUARDED
-        word = _WORD
-        suffix = P.GUARD_ALLOWED_SUFFIX
-        for a in fast:
-            i = find(a, lo, hi)
-            if i < 0:
-                continue
-            la = len(a)
-            if a in guarded:
-                while i >= 0:
-                    j = i + la
-                    if j >= hi or buf[j] not in word or startswith(suffix, j):
-                        add(i)
-                    i = find(a, j, hi)
-            else:
-                while i >= 0:
-                    add(i)
-                    i = find(a, i + la, hi)
-        for b, groups in rare:
-            i = find(b, lo, hi)
-            if len(groups) == 1:
-                off, group = groups[0]
-                while i >= 0:
-                    s = i - off
-                    if s >= lo and startswith(group, s):
-                        self._rare_hit(buf, s, hi, group, add)
-                    i = find(b, i + 1, hi)
-            else:
-                while i >= 0:
-                    for off, group in groups:
-                        s = i - off
-                        if s >= lo and startswith(group, s):
-                            self._rare_hit(buf, s, hi, group, add)
-                    i = find(b, i + 1, hi)
-        out.sort()
-        return out
-
-    @staticmethod
-    def _rare_hit(buf: bytes, s: int, hi: int, group: tuple, add) -> None:
-        for a in group:
-            if not buf.startswith(a, s):
-                continue
-            j = s + len(a)
-            if j > hi:
-                continue
-            if a in P.GUARDED and j < hi and buf[j] in _WORD and not buf.startswith(P.GUARD_ALLOWED_SUFFIX, j):
-                continue
-            add(s)
-            return
+        if self._finder is None:
+            return _engine.hyperscan_candidates(buf, lo, hi, self._anchors)
+        return self._finder.candidates(buf, lo, hi)
 
     # ------------------------------------------------------------- records
     def _record(self, rec: bytes, line: int) -> None:
+        if type(rec) is not bytes:
+            rec = bytes(rec)        # a slice of a reused bytearray chunk
         if not rec.strip():
             return
         if self._killed is not None and line > self._killed[0] + KILLED_WINDOW:
@@ -389,11 +329,15 @@ class LogScanner:
             matched.append((label, m.start()))
         for label, at in matched:
             self._on_label(label, line, _decode(rec, at))
+        if b"runcat" in rec:
+            m = _CONTEXT_TRUNC_RX.search(rec)
+            if m is not None:
+                self._context_truncated(line, _decode(rec, m.start()))
         self._traceback_step(rec, line, bool(matched))
         self._killed_step(rec, line, any(lb == "host_oom" for lb, _ in matched))
         self._truncation_step(rec, line)
 
-    def _on_label(self, label: str, line: int, text: str) -> None:
+    def _on_label(self, label: str, line: int, text: str, **how) -> None:
         last = self._last_match.get(label)
         self._last_match[label] = max(line, last or 0)
         self._last_specific = line if self._last_specific is None else max(self._last_specific, line)
@@ -403,13 +347,13 @@ class LogScanner:
             ev.explained = True
             if ev.phase == "body":
                 if not dup:
-                    ev.held.append((label, line, text))
+                    ev.held.append((label, line, text, how))
                 return
             # after the exception line: an independent event; a fatal one decides the traceback
             if P.LABELS[label][0] == "error":
                 self._decide(force_fatal=True)
         if not dup:
-            self._out.append(_make_hit(label, line, text))
+            self._out.append(_make_hit(label, line, text, **how))
 
     # ------------------------------------------------------------- traceback
     def _strip_prefix(self, rec: bytes, prefix: bytes) -> bytes:
@@ -483,8 +427,8 @@ class LogScanner:
             return
         self._event = None
         caught = (not force_fatal) and (not ev.exit_seen) and ev.n_progress >= PROGRESS_MIN
-        for label, line, text in ev.held:
-            self._out.append(_make_hit(label, line, text, caught=caught))
+        for label, line, text, how in ev.held:
+            self._out.append(_make_hit(label, line, text, caught=caught, **how))
         if ev.held or ev.explained:
             return
         line = ev.exc_line or ev.start_line
@@ -520,6 +464,13 @@ class LogScanner:
             self._on_label("host_oom", kline, _decode(krec))
 
     # ------------------------------------------------------------- truncation
+    def _context_truncated(self, line: int, text: str) -> None:
+        # A warning, not an explanation of a later crash: it does not touch the traceback state.
+        last = self._last_match.get("truncation:context")
+        self._last_match["truncation:context"] = line
+        if last is None or line - last > BURST_LINES:
+            self._out.append(_make_hit("truncation", line, text, kind="context"))
+
     def _truncation_step(self, rec: bytes, line: int) -> None:
         if self._trunc_done:
             return
@@ -541,25 +492,55 @@ class LogScanner:
                 if int(m.group(1)) >= self.max_tokens:
                     self._tok[1] += 1
                     self._trunc_last = (line, _decode(rec))
+        if b"clipped_ratio" in rec or b"terminated_length" in rec:
+            ratios = [float(m.group(1)) for m in _CLIPPED_RX.finditer(rec)]
+            lengths = [float(m.group(1)) for m in _TERMINATED_RX.finditer(rec)]
+            if ratios or lengths:
+                counted = True
+                self._clip[0] += 1
+                if any(r >= 1.0 for r in ratios) or any(n == 0.0 for n in lengths):
+                    self._clip[1] += 1
+                    self._trunc_last = (line, _decode(rec))
         if counted:
             self._truncation_check(final=False, line=line, rec=rec)
 
     def _truncation_check(self, final: bool, line: int = 0, rec: bytes = b"") -> None:
         if self._trunc_done:
             return
-        for (n, k), what in ((self._fr, "finish_reason=length"), (self._tok, f"output tokens >= max_tokens={self.max_tokens}")):
-            if n < TRUNCATION_MIN_ROWS or k / n < TRUNCATION_SHARE:
-                continue
-            if not final and k < TRUNCATION_EARLY_MIN:
-                continue
+        kinds = (
+            (self._fr, ("completion", "completions"), "with finish_reason=length", "rows"),
+            (self._tok, ("completion", "completions"), f"with output tokens >= max_tokens={self.max_tokens}", "rows"),
+            (self._clip, ("logged step", "logged steps"), "with every completion clipped (clipped_ratio=1 / "
+                                                          "mean_terminated_length=0)", "trainer"),
+        )
+        for (n, k), (one, rows), what, kind in kinds:
+            if n >= TRUNCATION_MIN_ROWS:
+                if k / n < TRUNCATION_SHARE or (not final and k < TRUNCATION_EARLY_MIN):
+                    continue
+            elif not (final and n and k == n):
+                continue        # a handful of rows: only when all of them are cut off, decided at the end
             if final:
+                self._count_gap()
                 line, text = self._trunc_last or (self._line, "")
             else:
                 text = _decode(rec)
-            share = f"{k} of {n} completions ({100.0 * k / n:.1f}%) with {what}"
-            self._out.append(_make_hit("truncation", line, text, detail=share + ("" if final else " so far")))
+            if n >= TRUNCATION_MIN_ROWS:
+                detail = f"{k} of {n} {rows} ({100.0 * k / n:.1f}%) {what}"
+            else:
+                detail = f"the only {one} seen, {what}" if n == 1 else f"all {n} {rows} seen {what}"
+            self._out.append(_make_hit("truncation", line, text, detail=detail + ("" if final else " so far"),
+                                       kind=kind))
             self._trunc_done = True
             return
+
+
+def _newlines(buf, lo: int, hi: int) -> int:
+    if type(buf) is not mmap.mmap:
+        return buf.count(b"\n", lo, hi)
+    n = 0
+    for at in range(lo, hi, 16 << 20):          # an mmap has no count(): copy slice by slice
+        n += buf[at:min(hi, at + (16 << 20))].count(b"\n")
+    return n
 
 
 class _ReferenceScanner(LogScanner):
@@ -569,11 +550,21 @@ class _ReferenceScanner(LogScanner):
         self._sequential(buf, lo, hi, until_idle=False)
 
 
-def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20) -> list[Hit]:
+def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20,
+              engine: str | None = None) -> list[Hit]:
     """Scan a whole file (in chunks) and return all hits."""
-    scanner = LogScanner(max_tokens=max_tokens)
-    hits: list[Hit] = []
+    scanner = LogScanner(max_tokens=max_tokens, engine=engine)
     with open(path, "rb") as f:
+        mapped = _map(f) if scanner.engine == "hyperscan" else None
+        if mapped is not None:
+            # one Hyperscan pass over the page cache, no copies; line numbers counted on demand
+            with mapped:
+                scanner._lazy_lines = True
+                hits = scanner.feed(mapped)
+                hits += scanner.finish()
+                scanner._gap = None
+            return hits
+        hits = []
         while True:
             chunk = f.read(chunk_size)
             if not chunk:
@@ -581,6 +572,14 @@ def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20)
             hits.extend(scanner.feed(chunk))
     hits.extend(scanner.finish())
     return hits
+
+
+def _map(f):
+    """The file memory-mapped read-only, or None where that is not possible (empty, a pipe)."""
+    try:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError):
+        return None
 
 
 _STATE_LABELS = {

@@ -1,0 +1,37 @@
+"""runjob dashboard: build the static dashboard; --serve serves it on localhost and rebuilds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from runjob_core.cli._common import open_context
+
+
+@click.command("dashboard")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder to write the site to (default: .runjob/dashboard/).")
+@click.option("--serve", is_flag=True, help="Serve it on localhost and rebuild while jobs run (Ctrl-C stops).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port for --serve (0: any free one).")
+@click.option("--interval", type=click.FloatRange(0.5), default=5.0, show_default=True,
+              help="With --serve: seconds between checks of the state store for changes.")
+def command(out: Path | None, serve: bool, port: int, interval: float) -> None:
+    """Build the dashboard: every job, one page per job, GPU-hours by cluster."""
+    from runjob_core.reporting import chain, dashboard
+
+    context = open_context(quiet_kinds=("dashboard_synced",))
+    try:
+        folder = out or context.state_dir / "dashboard"
+        builder = dashboard.Builder(context.store, folder, clusters=context.clusters, refresh=int(interval * 2) if serve else None)
+        built = builder.build()
+        chain.record_synced(context.store, builder)
+        click.echo(f"dashboard: {built['jobs']} jobs in {built['seconds']:.2f} s -> {built['path']}", err=True)
+        if serve:
+            from runjob_core.reporting.serve import serve as run_server
+
+            run_server(builder, context.store.path, port=port, interval=interval)
+        else:
+            click.echo(Path(built["path"]).resolve().as_uri())
+    finally:
+        context.close()

@@ -1,0 +1,132 @@
+"""The report as text: for the terminal (rich, samples cut) and as Markdown (samples whole)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from runjob_core.reporting.activity import cell
+from runjob_core.reporting.report import hms
+from runjob_core.reporting.results import cut
+
+
+def headline(report: dict[str, Any]) -> str:
+    job = report["job"]
+    outcome = f" - {job['outcome']}" if job["outcome"] else ""
+    return f"{job['name']} ({job['id']}, {job['kind']}) on {job['cluster']}: {job['state']}{outcome}"
+
+
+def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what, value) lines of the results summary, shared by every rendering."""
+    r = report["results"]
+    rows = [("rows", f"{r['rows']} in {r['folder']}")]
+    score = r.get("score")
+    if score and score.get("rows"):
+        rows.append((f"score ({r['fields']['score']})", f"mean {score['mean']:g}, median {score['median']:g}, "
+                     f"min {score['min']:g}, max {score['max']:g} over {score['rows']} rows"))
+    for name, group in (r.get("score_by_category") or {}).items():
+        rows.append((f"  {r['fields']['category']} = {name}", f"mean {group['mean']:g} over {group['rows']} rows"))
+    tokens = r.get("tokens")
+    if tokens:
+        approx = " (approximate: no token column)" if tokens["approximate"] else ""
+        rows.append((f"tokens ({tokens['field']})", f"{tokens['min']}..{tokens['max']}, p50 {tokens['p50']}, "
+                     f"p90 {tokens['p90']}, p99 {tokens['p99']}{approx}"))
+    if "truncated" in r:
+        rows.append(("truncated", f"{r['truncated']['rows']} ({r['truncated']['rate']:.1%}; {r['truncated']['rule']})"))
+    if "empty" in r:
+        rows.append((f"empty {r['empty']['field']}", f"{r['empty']['rows']} ({r['empty']['rate']:.1%})"))
+    if "duplicate_keys" in r:
+        rows.append((f"duplicate {r['duplicate_keys']['field']}", str(r["duplicate_keys"]["rows"])))
+    res = report["resources"]
+    cost = f", cost {res['cost']:.2f}" if res.get("cost") is not None else ""
+    rows.append(("compute", f"{hms(res['run_seconds'])} running, {res['gpus']} GPUs, {res['gpu_hours']:g} GPU-hours{cost}"))
+    est = report["estimate"]
+    parts = [f"actual {est['actual_walltime']}"]
+    if est.get("requested_walltime"):
+        parts.append(f"requested {est['requested_walltime']}")
+    if est.get("estimated_walltime"):
+        parts.append(f"estimated {est['estimated_walltime']}")
+    rows.append(("walltime", ", ".join(parts)))
+    if any(est.get(k) is not None for k in ("peak_memory_gib", "gpu_peak_gib", "estimated_memory_gib")):
+        mem = []
+        if est.get("peak_memory_gib") is not None:
+            mem.append(f"peak {est['peak_memory_gib']:g} GiB from {est['peak_memory_source']}")
+        if est.get("gpu_peak_gib") is not None:
+            mem.append(f"GPU peak {est['gpu_peak_gib']:g} GiB ({est['gpu_peak_source']})")
+        if est.get("estimated_memory_gib") is not None:
+            mem.append(f"estimated {est['estimated_memory_gib']:g} GiB peak per GPU")
+        rows.append(("memory", ", ".join(mem)))
+    return rows
+
+
+def terminal(report: dict[str, Any]) -> None:
+    from runjob_core.cli._common import console, print_table
+
+    out = console()
+    out.print(f"\n[bold]Report:[/bold] {_esc(headline(report))}")
+    print_table("Attempts", ["#", "backend id", "ran", "ended", "step", "rows", "then"], [
+        [a["n"], a["backend_job_id"], hms(a["run_seconds"]), a["cause"], a["step"], a["rows_done"], a["then"]]
+        for a in report["attempts"]])
+    print_table("Summary", ["", ""], [list(r) for r in statistics_rows(report)])
+    if report["samples"]:
+        out.print("[bold]Samples[/bold]")
+        for sample in report["samples"]:
+            out.print(f"  {sample['why']} (row {sample['index']}): "
+                      + json.dumps(cut(sample["row"]), ensure_ascii=False, default=str), markup=False)
+    anomalies = report["anomalies"]
+    if anomalies:
+        print_table("Anomalies", ["label", "severity", "count", "message", "source"],
+                    [[a["label"], a["severity"], a["count"], a["message"], a["source"]] for a in anomalies])
+    else:
+        out.print("Anomalies: none found")
+    if report["artifacts"]:
+        print_table("Artifacts", ["name", "kind", "location", "rows"],
+                    [[a["name"], a["kind"], a["location"], a["rows"]] for a in report["artifacts"]])
+    if "go_no_go" in report:
+        verdict = report["go_no_go"]
+        colour = "green" if verdict["go"] else "red"
+        out.print(f"[bold {colour}]Canary verdict: {'GO' if verdict['go'] else 'NO-GO'}[/bold {colour}] "
+                  f"(checked: {_esc(', '.join(verdict['checked']))}; problems: {_esc(', '.join(verdict['problems']) or 'none')})")
+    for step in report["next_steps"]:
+        out.print(f"[bold]Next:[/bold] {_esc(step)}")
+    colour = "green" if report["closing"]["complete"] else "yellow"
+    out.print(f"[bold {colour}]{_esc(report['closing']['line'])}[/bold {colour}]")
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Report: {cell(report['job']['name'])}", "", cell(headline(report)), ""]
+    lines += ["## Summary", "", "| | |", "|---|---|"]
+    lines += [f"| {cell(k)} | {cell(v)} |" for k, v in statistics_rows(report)]
+    lines += ["", "## Attempts", "", "| # | backend id | ran | ended | step | rows | then |", "|---|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(cell(v) for v in (a["n"], a["backend_job_id"], hms(a["run_seconds"]), a["cause"], a["step"],
+                                                 a["rows_done"], a["then"])) + " |" for a in report["attempts"]]
+    if "go_no_go" in report:
+        verdict = report["go_no_go"]
+        lines += ["", f"**Canary verdict: {'GO' if verdict['go'] else 'NO-GO'}** (problems: "
+                  f"{cell(', '.join(verdict['problems']) or 'none')})"]
+    lines += ["", "## Anomalies", ""]
+    if report["anomalies"]:
+        lines += ["| label | severity | count | message | source |", "|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(cell(a[k]) for k in ("label", "severity", "count", "message", "source")) + " |"
+                  for a in report["anomalies"]]
+    else:
+        lines.append("None found.")
+    if report["samples"]:
+        lines += ["", "## Samples", ""]
+        for sample in report["samples"]:
+            text = json.dumps(sample["row"], ensure_ascii=False, indent=2, default=str)
+            fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+            lines += [f"**{cell(sample['why'])}** (row {sample['index']})", "", fence + "json", text, fence, ""]
+    if report["artifacts"]:
+        lines += ["", "## Artifacts", "", "| name | kind | location | rows |", "|---|---|---|---|"]
+        lines += ["| " + " | ".join(cell(a[k]) for k in ("name", "kind", "location", "rows")) + " |" for a in report["artifacts"]]
+    lines += ["", "## Next steps", ""] + [f"- {cell(step)}" for step in report["next_steps"]]
+    lines += ["", f"**{cell(report['closing']['line'])}**", ""]
+    return "\n".join(lines)
