@@ -7,7 +7,11 @@
    (target: at most 1.5x) and the remote commands per cycle (target: 2 at most).
 3. 50 submissions in one process vs 50 separate `ssh host sbatch` calls (target: at most 0.5x).
 
-Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200]
+Section 2 also prints the monitor's memory (RSS, and what one cycle allocates) and, with
+``--record FILE``, saves the squeue output it polled (bench_cycle_recorded.py replays it).
+Job names carry this run's id, and only those names are cancelled at the end.
+
+Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,fifty] [--record FILE]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -35,11 +40,32 @@ def ssh_argv(env: dict[str, str], command: str) -> list[str]:
             f"{env['RUNJOB_TEST_SSH_USER']}@{env['RUNJOB_TEST_SSH_HOST']}", command]
 
 
+def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, control: list) -> None:
+    subprocess.run(control, check=True, capture_output=True)  # opens the shared connection
+    subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)  # starts runjob's agent
+    samples = time_interleaved([
+        lambda: subprocess.run(raw, check=True, capture_output=True),
+        lambda: subprocess.run(control, check=True, capture_output=True),
+        lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True),
+    ], args.reps)
+    rows = list(zip(["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
+                     "runjob submit --yes (new process: load, render, stage, sbatch)"], samples))
+    show("1. submit one small job", rows, target="runjob at most 1.5x ssh sbatch")
+    shared = median_ms(rows[2][1]) / median_ms(rows[1][1])
+    print(f"  runjob vs ssh with ControlMaster: {shared:.2f}x (runjob's start-up: Python and its imports)")
+    subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--queued", type=int, default=200)
+    parser.add_argument("--only", default="submit,poll,fifty", help="sections to run")
+    parser.add_argument("--record", help="save the polled squeue output here")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    run_id = f"{os.getpid():x}"
+    names = {key: f"{key}-{run_id}" for key in ("queued", "fifty", "benchjob")}
     env = read_cluster_env()
     scratch = env["RUNJOB_TEST_SCRATCH"] + "/runjob-bench"
     cluster = slurm_cluster_config(env, name="bench", scratch_path=scratch)
@@ -48,26 +74,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_clusters_yaml(work / ".runjob" / "clusters.yaml", [cluster])
-        (work / "job.yaml").write_text("name: benchjob\ncluster: bench\ncommand: 'true'\n")
+        (work / "job.yaml").write_text(f"name: {names['benchjob']}\ncluster: bench\ncommand: 'true'\n")
         env_vars = {**os.environ, "RUNJOB_HOME": str(work / ".runjob")}
         submit = [str(BIN / "runjob"), "submit", "job.yaml", "--yes", "--new"]
         raw = ssh_argv(env, f"sbatch --parsable -o /dev/null {scratch}/plain.sh")
         # The raw tool at its best: OpenSSH sharing one connection (what runjob's agent does).
         control = [*raw[:1], "-o", "ControlMaster=auto", "-o", f"ControlPath={work}/cm-%C", "-o", "ControlPersist=120",
                    *raw[1:]]
-        subprocess.run(control, check=True, capture_output=True)  # opens the shared connection
-        subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)  # starts runjob's agent
-        samples = time_interleaved([
-            lambda: subprocess.run(raw, check=True, capture_output=True),
-            lambda: subprocess.run(control, check=True, capture_output=True),
-            lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True),
-        ], args.reps)
-        rows = list(zip(["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
-                         "runjob submit --yes (new process: load, render, stage, sbatch)"], samples))
-        show("1. submit one small job", rows, target="runjob at most 1.5x ssh sbatch")
-        shared = median_ms(rows[2][1]) / median_ms(rows[1][1])
-        print(f"  runjob vs ssh with ControlMaster: {shared:.2f}x (runjob's start-up: Python and its imports)")
-        subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
+        if "submit" in only:
+            submit_section(args, work, env_vars, submit, raw, control)
 
         os.chdir(work)
         os.environ["RUNJOB_HOME"] = str(work / ".runjob")
@@ -77,41 +92,69 @@ def main() -> None:
         context = lifecycle.open_context()
         transport = context.transport(context.clusters["bench"])
         try:
-            queued_job = job_from_mapping({"name": "queued", "cluster": "bench", "command": "true",
-                                           "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
-            ids = [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
-            monitor.cycle(context, ids)  # first cycle records PENDING states
-            squeue = ["squeue", "-h", "-u", env["RUNJOB_TEST_SSH_USER"]]
-            cycles: list[float] = []
-            raws: list[float] = []
-            commands = 0
-            for _ in range(args.reps * 2):  # interleaved: slurmctld's load changes hit both alike
-                raws.extend(time_call(lambda: transport.run(squeue), 1))
-                before = len(transport.commands)
-                cycles.extend(time_call(lambda: monitor.cycle(context, ids), 1))
-                commands += len(transport.commands) - before
-            per_cycle = commands / len(cycles)
-            show(f"2. one poll cycle over {args.queued} queued jobs (same open connection)", [
-                ("raw `squeue -h -u USER` over paramiko", raws),
-                ("runjob monitor cycle (poll + store + health)", cycles),
-            ], target="at most 1.5x")
-            print(f"  remote commands per cycle: {per_cycle:.1f} (target: 2 at most)")
-
-            quick = job_from_mapping({"name": "fifty", "cluster": "bench", "command": "true",
-                                      "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
-            many = time_call(lambda: [lifecycle.submit(context, quick, context.clusters["bench"], new=True) for _ in range(50)], 1)
-            one_ssh = time_call(lambda: subprocess.run(raw, check=True, capture_output=True), 5)
-            estimate = median_ms(one_ssh) * 50
-            print("\n3. 50 submissions")
-            print(f"  50 x ssh host sbatch (5 measured x 50)          {estimate:9.1f} ms")
-            print(f"  runjob: 50 x lifecycle.submit in one process  {many[0] * 1000:9.1f} ms  {many[0] * 1000 / estimate:5.2f}x")
-            print("  target: at most 0.5x")
+            if "poll" in only:
+                poll_section(args, env, context, transport, work, names["queued"])
+            if "fifty" in only:
+                quick = job_from_mapping({"name": names["fifty"], "cluster": "bench", "command": "true",
+                                          "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
+                many = time_call(lambda: [lifecycle.submit(context, quick, context.clusters["bench"], new=True) for _ in range(50)], 1)
+                one_ssh = time_call(lambda: subprocess.run(raw, check=True, capture_output=True), 5)
+                estimate = median_ms(one_ssh) * 50
+                print("\n3. 50 submissions")
+                print(f"  50 x ssh host sbatch (5 measured x 50)          {estimate:9.1f} ms")
+                print(f"  runjob: 50 x lifecycle.submit in one process  {many[0] * 1000:9.1f} ms  {many[0] * 1000 / estimate:5.2f}x")
+                print("  target: at most 0.5x")
         finally:
             user = shlex.quote(env["RUNJOB_TEST_SSH_USER"])
             # One name per scancel: SLURM 22.05 cancelled only the first of a comma list,
             # so earlier runs left 50 jobs queued each (and slowed every later squeue).
-            transport.run_shell("; ".join(f"scancel -u {user} -n {name}" for name in ("queued", "fifty", "benchjob")))
+            transport.run_shell("; ".join(f"scancel -u {user} -n {shlex.quote(name)}" for name in names.values()))
             context.close()
+
+
+def poll_section(args, env: dict, context, transport, work: Path, name: str) -> None:
+    from runjob_core import lifecycle, monitor
+    from runjob_core.config import job_from_mapping
+
+    queued_job = job_from_mapping({"name": name, "cluster": "bench", "command": "true",
+                                   "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
+    ids = [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
+    rss_before = _rss_mib()
+    monitor.cycle(context, ids)  # first cycle records PENDING states
+    monitor.cycle(context, ids)  # and this one the memo of unchanged jobs
+    squeue = ["squeue", "-h", "-u", env["RUNJOB_TEST_SSH_USER"]]
+    cycles: list[float] = []
+    raws: list[float] = []
+    commands = 0
+    for _ in range(args.reps * 2):  # interleaved: slurmctld's load changes hit both alike
+        raws.extend(time_call(lambda: transport.run(squeue), 1))
+        before = len(transport.commands)
+        cycles.extend(time_call(lambda: monitor.cycle(context, ids), 1))
+        commands += len(transport.commands) - before
+    per_cycle = commands / len(cycles)
+    show(f"2. one poll cycle over {args.queued} queued jobs (same open connection)", [
+        ("raw `squeue -h -u USER` over paramiko", raws),
+        ("runjob monitor cycle (poll + store + health)", cycles),
+    ], target="at most 1.2x")
+    print(f"  remote commands per cycle: {per_cycle:.1f} (target: 2 at most)")
+    tracemalloc.start()
+    monitor.cycle(context, ids)
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    print(f"  monitor memory: RSS {_rss_mib():.0f} MiB ({_rss_mib() - rss_before:+.1f} MiB since the jobs were submitted); "
+          f"one cycle allocates at most {peak / 2**20:.1f} MiB")
+    if args.record:
+        from runjob_slurm import _parse
+
+        Path(args.record).write_text(transport.run(_parse.squeue_poll_argv(env["RUNJOB_TEST_SSH_USER"])).stdout)
+        print(f"  squeue output saved to {args.record}")
+
+
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 if __name__ == "__main__":

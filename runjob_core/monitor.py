@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable
 
 import attrs
 
-from runjob_core import lifecycle, plugins
+from runjob_core import _cyclememo, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
@@ -62,75 +61,140 @@ class CycleResult:
     finished: set[str]
     #: Jobs another process observes: this one shows their stored state.
     followed: set[str] = attrs.field(factory=set)
+    #: A job's state changed (not just new log lines): the poll cadence starts over.
+    state_changed: bool = False
 
 
-def cycle(context: RunContext, job_ids: list[str] | None = None, *, keep_leases: bool = False) -> CycleResult:
-    """One monitoring cycle. The jobs this process observes are leased to it for the cycle
-    (``observe:<job id>``); *keep_leases* (``watch``) keeps them between cycles."""
+def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[str, set[str]] | None = None,
+          keep_leases: bool = False) -> CycleResult:
+    """One monitoring pass. *woken* (from :func:`_watch.wait_for_wakeup`) limits it to the
+    jobs the push path reported: the scheduler is polled only if one of them needs it
+    (a start or end marker), the others' new log lines are read with their last status.
+
+    The jobs this process observes are leased to it (``observe:<job id>``): one writer per
+    job; *keep_leases* (``watch``) keeps them between cycles."""
     store = context.store
-    attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
-    # One writer per job: only the holder of observe:<job id> polls it and records the answer.
-    followed = {a.job_id for a in attempts
-                if store.try_lease(f"observe:{a.job_id}", ttl=OBSERVE_LEASE_SECONDS) is not None}
-    attempts = [a for a in attempts if a.job_id not in followed]
+    grouped, rows = _cyclememo.groups(context, job_ids, _submission)
+    by_cluster, followed = _observed_here(context, grouped)
     changed = _finish_pending(context, job_ids)
-    rows = store.job_heads([a.job_id for a in attempts])
-    by_cluster: dict[str, list[AttemptRow]] = defaultdict(list)
-    for attempt in attempts:
-        by_cluster[rows[attempt.job_id].cluster].append(attempt)
     views: dict[str, JobView] = {}
-    for cluster_name, group in by_cluster.items():
+    seen = _cyclememo.seen(context)
+    observed: dict[str, str] = {}  # job id -> its state before this cycle
+    for cluster_name, (group, submissions) in by_cluster.items():
         cluster = context.clusters.get(cluster_name)
         if cluster is None:
             for attempt in group:
                 context.event(attempt.job_id, "warning", f"cluster {cluster_name!r} is not in clusters.yaml; cannot poll", attempt=attempt.n)
             continue
-        submissions = [_submission(context, a) for a in group]
-        try:
-            statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
-        except TransportError as exc:
-            # Transient: the connection dropped; the transport reconnects next cycle.
-            for attempt in group:
-                context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
-            continue
-        except RunjobError as exc:
-            for attempt in group:
-                context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
-            continue
-        except Exception as exc:  # a bug in the backend: its own jobs wait, every other cluster carries on
-            for attempt in group:
-                lifecycle.plugin_failed(context, attempt.job_id, "runjob_poll", cluster.type, exc, attempt=attempt.n)
-            continue
-        for attempt, submission in zip(group, submissions):
-            status = statuses.get(submission.backend_job_id) or JobStatus(
-                state=LOST, source="runjob-core", reason="the backend did not report this job"
-            )
+        watch = _watch.for_cluster(context, cluster)
+        pushed = watch is not None and watch.alive
+        polled = _watch.needs_poll(group, woken, seen)
+        statuses: dict[str, JobStatus] = {}
+        if polled:
             try:
-                if _observe(context, cluster, rows[attempt.job_id], attempt, submission, status, views):
+                statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
+            except TransportError as exc:
+                # Transient: the connection dropped; the transport reconnects next cycle.
+                for attempt in group:
+                    context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
+                continue
+            except RunjobError as exc:
+                for attempt in group:
+                    context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
+                continue
+            except Exception as exc:  # a bug in the backend: its own jobs wait, every other cluster carries on
+                for attempt in group:
+                    lifecycle.plugin_failed(context, attempt.job_id, "runjob_poll", cluster.type, exc, attempt=attempt.n)
+                continue
+            _watch.count_poll(context, woken, group, cluster_name)
+        for attempt, submission in zip(group, submissions):
+            job_id = attempt.job_id
+            last = seen.get(job_id)
+            causes = woken.get(job_id) if woken else None
+            if polled:
+                status = statuses.get(attempt.backend_job_id) or JobStatus(
+                    state=LOST, source="runjob-core", reason="the backend did not report this job"
+                )
+                # The common case at scale, inlined: a queued job whose status object came back as is.
+                if last is not None and last.queued and status is last.status and attempt is last.attempt and not causes:
+                    views[job_id] = last.view
+                    continue
+            elif causes and last is not None:
+                status = last.status
+            elif last is not None:
+                views[job_id] = last.view
+                continue
+            else:
+                continue  # not polled yet and nothing known: the next full poll looks at it
+            if not causes and _cyclememo.unchanged(last, attempt, status, pushed=pushed):
+                views[job_id] = last.view
+                continue
+            observed[job_id] = attempt.state
+            try:
+                if _observe(context, cluster, rows[job_id], attempt, submission, status, views,
+                            trigger=_watch.trigger(context, job_id, causes)):
                     changed = True
             except TransportError as exc:
                 # The poll answered but the job's machine did not (its log, progress): nothing
                 # of this job was recorded, so the next cycle reads it again.
-                context.event(attempt.job_id, "transient", f"reading the job's files failed, will retry: {exc}",
-                              attempt=attempt.n)
+                context.event(job_id, "transient", f"reading the job's files failed, will retry: {exc}", attempt=attempt.n)
+                observed.pop(job_id, None)
+                continue
+            _cyclememo.remember(context, attempt, status, views[job_id])
+            _watch.track(context, watch, attempt, submission, status, causes,
+                         stopping=(views[job_id].outcome or "").startswith("stopped"))
+    _watch.clean_up(context)
+    state_changed = any(views[j].state != s for j, s in observed.items())
     finished = set()
     for job_id in followed:
         if job_id not in (job_ids or []):
             row, latest = store.get_job(job_id), store.latest_attempt(job_id)
             views[job_id] = _view(row.id, row.name, latest, row.outcome)
     for job_id in job_ids or []:
-        if job_id not in views:
-            row = store.get_job(job_id)
-            latest = store.latest_attempt(job_id)
-            # Ended, unless the process observing it is still deciding what follows (a resume).
-            observer = store.lease_holder(f"observe:{job_id}")
-            pending = bool(store.pending_actions([job_id]))
-            if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
+        if job_id in views and job_id not in followed:
+            # Ended in this very cycle (a resubmitted job shows RESUBMITTED): no extra cycle to learn it.
+            if job_id in observed and views[job_id].state not in ACTIVE_STATES and views[job_id].state != "RESUBMITTED":
                 finished.add(job_id)
-            views[job_id] = _view(row.id, row.name, latest, row.outcome)
+            continue
+        row = store.get_job(job_id)
+        latest = store.latest_attempt(job_id)
+        # Ended, unless the process observing it is still deciding what follows (a resume).
+        observer = store.lease_holder(f"observe:{job_id}")
+        pending = bool(store.pending_actions([job_id]))
+        if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
+            finished.add(job_id)
+        views[job_id] = _view(row.id, row.name, latest, row.outcome)
     if not keep_leases:
         _release_observed(context)
-    return CycleResult(changed, views, finished, followed)
+    return CycleResult(changed, views, finished, followed, state_changed)
+
+
+def _observed_here(context: RunContext, grouped: dict) -> tuple[dict, set[str]]:
+    """The cluster groups without the jobs another process observes (those are only shown).
+
+    A lease this process already holds is renewed at half its life, not every cycle: at
+    thousands of followed jobs a write per job per cycle would cost more than the poll."""
+    store = context.store
+    renew_at = context.scratchpad("runjob-core:observe-renewal")
+    now = time.time()
+    followed: set[str] = set()
+    by_cluster = {}
+    for cluster_name, (group, submissions) in grouped.items():
+        keep = []
+        for attempt, submission in zip(group, submissions):
+            key = f"observe:{attempt.job_id}"
+            if key in store._leases_held and now < renew_at.get(key, 0.0):
+                keep.append((attempt, submission))
+            elif store.try_lease(key, ttl=OBSERVE_LEASE_SECONDS) is None:
+                renew_at[key] = now + OBSERVE_LEASE_SECONDS / 2
+                keep.append((attempt, submission))
+            else:
+                followed.add(attempt.job_id)
+        if len(keep) == len(group):
+            by_cluster[cluster_name] = (group, submissions)  # unchanged: the memo's lists, as they were
+        elif keep:
+            by_cluster[cluster_name] = ([a for a, _ in keep], [s for _, s in keep])
+    return by_cluster, followed
 
 
 def _submission(context: RunContext, attempt: AttemptRow) -> Submission:
@@ -158,7 +222,7 @@ def _view(job_id: str, name: str, attempt: AttemptRow | None, outcome: str | Non
 
 
 def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, submission: Submission, status: JobStatus,
-             views: dict[str, JobView]) -> bool:
+             views: dict[str, JobView], trigger: dict | None = None) -> bool:
     store = context.store
     changed = False
     updates: dict = {}
@@ -204,7 +268,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     # What this cycle learnt lands in one transaction: a full disk mid-way records none of it,
     # and the log offset stays put, so the next cycle reads the same lines again (nothing lost).
     with store.transaction():
-        _record_state(context, attempt, status, state_message, updates)
+        _record_state(context, attempt, status, state_message, updates, trigger)
         if status.terminal and "state" in updates:
             store.mark_pending(attempt.job_id, attempt.n)  # done below; redone if this process dies first
         if offset is not None:
@@ -213,7 +277,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
             where = f" (log line {finding.line})" if finding.line else ""
             context.event(attempt.job_id, "finding", f"{finding.label}: {finding.message}{where}", attempt=attempt.n,
                           source=finding.source, label=finding.label, severity=finding.severity, action=finding.action,
-                          line=finding.line, text=finding.text)
+                          line=finding.line, text=finding.text, **(trigger or {}))
     view = _view(attempt.job_id, row.name, store.attempt(attempt.job_id, attempt.n))
     view.total = progress.get("total") if progress else None
     views[attempt.job_id] = view
@@ -246,10 +310,12 @@ def _finish_pending(context: RunContext, job_ids: list[str] | None) -> bool:
     return done
 
 
-def _record_state(context: RunContext, attempt: AttemptRow, status: JobStatus, message: str | None, updates: dict) -> None:
+def _record_state(context: RunContext, attempt: AttemptRow, status: JobStatus, message: str | None, updates: dict,
+                  trigger: dict | None = None) -> None:
     with context.store.transaction():
         if message:
-            context.event(attempt.job_id, "state", message, attempt=attempt.n, source=status.source, state=status.state)
+            context.event(attempt.job_id, "state", message, attempt=attempt.n, source=status.source, state=status.state,
+                          **(trigger or {}))
         if updates:
             context.store.update_attempt(attempt.job_id, attempt.n, **updates)
 
@@ -445,16 +511,28 @@ def _progressed(attempts: list[AttemptRow], latest: AttemptRow) -> bool:
 
 def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_interval: float = 0.5,
           max_interval: float = 30.0, on_cycle: Callable[[CycleResult], None] | None = None) -> CycleResult:
-    """Cycle until every job in *job_ids* has ended (resumes included); back off while idle."""
+    """Cycle until every job in *job_ids* has ended (resumes included).
+
+    Between full polls the monitor sleeps in :func:`_watch.wait_for_wakeup`: the push path
+    wakes it for the jobs whose markers or logs changed. While a watcher is alive the full
+    poll backs off to *max_interval* unless a state changed; without one, it backs off
+    only while nothing changed, as it always did. A full store (disk) is a pause, not an end.
+    """
     interval = min_interval
+    woken: dict[str, set[str]] | None = None
+    next_full = 0.0
+    if not once:
+        _watch.enable(context)
     try:
         while True:
+            full = woken is None
             try:
-                result = cycle(context, job_ids, keep_leases=True)
+                result = cycle(context, job_ids, woken=woken, keep_leases=True)
             except StoreFullError as exc:
                 # Transient: the cycle's writes were rolled back whole; the same cycle runs again.
                 _warn(context, f"{exc}; retrying in {max_interval:.0f} s")
                 time.sleep(max_interval)
+                woken = None
                 continue
             if on_cycle is not None:
                 on_cycle(result)
@@ -462,11 +540,19 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
                 return result
             if not job_ids and not context.store.active_attempts():
                 return result
-            interval = min_interval if result.changed else min(max_interval, interval * 1.5)
-            if result.followed:
-                interval = min(interval, FOLLOW_INTERVAL)
-            time.sleep(interval)
+            if full:
+                busy = result.state_changed if _watch.all_alive(context) else result.changed
+                interval = _watch.full_poll_interval(context, interval, min_interval, max_interval, busy=busy)
+                if result.followed:
+                    interval = min(interval, FOLLOW_INTERVAL)
+                next_full = time.monotonic() + interval
+            elif _watch.all_alive(context):
+                # A wake-up poll asked the scheduler about every job of the cluster: it counts
+                # as the safety net's poll too.
+                next_full = max(next_full, _watch.last_poll(context) + interval)
+            woken = _watch.wait_for_wakeup(context, next_full - time.monotonic()) or None
     finally:
+        _watch.close(context)
         _release_observed(context)
 
 

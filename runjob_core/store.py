@@ -346,6 +346,11 @@ class Store:
                 pass  # a full or read-only store: the leases expire, and a dead owner frees them at once
         self._db.close()
 
+    def generation(self) -> tuple[int, int]:
+        """(commits by other connections, rows changed through this one): the same value
+        twice means the database did not change in between (the monitor caches by it)."""
+        return self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes
+
     # ------------------------------------------------------------------ leases (one writer per job)
 
     def claim(self, key: str, *, ttl: float = _leases.DEFAULT_TTL, wait: float | None = None) -> _leases.Lease:

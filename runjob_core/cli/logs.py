@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 
@@ -28,6 +27,14 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")
         submission = chosen.submission
         transport = context.transport_for(submission)
+        from runjob_core import _watch
+
+        # The push path: the cluster's watcher wakes this loop when the log grows.
+        if follow:
+            _watch.enable(context)
+        watch = _watch.for_submission(context, submission) if follow else None
+        if watch is not None:
+            watch.follow(row.id, submission.log_path)
         offset, delay = 0, 0.5
         out = _Writer(raw)
         while True:
@@ -47,10 +54,15 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
                 state = context.store.attempt(row.id, chosen.n)
                 if state.state not in ACTIVE_STATES and not transport.read_from(submission.log_path, offset, 1):
                     break
-            time.sleep(delay)
-            delay = min(delay * 1.5, 5.0)
+            woken = _watch.wait_for_wakeup(context, delay).get(row.id, set())
+            if woken & {"marker:exit", "marker:end"}:
+                from runjob_core import monitor
+
+                monitor.cycle(context, [row.id])  # the job says it ended: ask the scheduler once
+            delay = 0.5 if woken else min(delay * 1.5, 5.0)
         out.flush()
     finally:
+        _watch.close(context)
         context.close()
 
 

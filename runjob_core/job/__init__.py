@@ -202,6 +202,10 @@ def checkpoint_saved(path: "str | os.PathLike[str]", step: int, *, save_seconds:
         previous = _read_progress().get("metrics", {}).get("max_save_seconds") or 0
         metrics["max_save_seconds"] = max(float(previous), float(save_seconds))
     progress(step=step, **metrics)
+    markers = os.environ.get("RUNJOB_MARKERS")
+    if markers and os.path.isdir(markers):
+        # Wakes runjob's monitor now (the push path) rather than at its next poll.
+        _atomic_write(Path(markers) / "checkpoint", str(step))
     return marker
 
 

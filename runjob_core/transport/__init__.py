@@ -115,6 +115,10 @@ class LocalTransport(Transport):
             idempotent: bool = True) -> execute.Completed:
         return execute.run(argv, input=input, timeout=timeout)
 
+    def open_stream(self, argv: Sequence[str]):
+        """Start a long-running local command with pipes (the push path's watcher)."""
+        return execute.stream(argv)
+
     def home(self) -> str:
         return str(Path.home())
 

@@ -210,6 +210,16 @@ class AgentTransport(Transport):
     def disk_free(self, path: str) -> tuple[int, int]:
         return tuple(self._call("disk_free", path=path))
 
+    def watch_socket(self) -> socket.socket:
+        """A second connection to the agent that carries push-path news: the agent runs the
+        one remote watcher of this connection (:mod:`runjob_core._watchhub`)."""
+        self._call("home")  # the agent is up (started if need be)
+        sock = self._dial()
+        if sock is None:
+            raise TransportError(f"lost the SSH agent for {self.cluster.name}")
+        _send(sock, {"op": "watch", "args": {}})
+        return sock
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
@@ -276,6 +286,7 @@ def serve(path: Path, cluster_json: str) -> None:
     server.settimeout(1.0)
     lock = threading.Lock()
     last_used = [time.monotonic()]
+    hub = _watch_hub(transport)
 
     def client(conn: socket.socket) -> None:
         with conn:
@@ -283,6 +294,10 @@ def serve(path: Path, cluster_json: str) -> None:
             if uid != os.getuid():
                 return
             while (request := _recv(conn)) is not None:
+                if request["op"] == "watch":  # this connection now carries push-path news
+                    from runjob_core import _watchhub
+
+                    return _watchhub.serve_socket(hub, conn, _send, _recv)
                 with lock:  # one SFTP session: requests go one at a time
                     last_used[0] = time.monotonic()
                     try:
@@ -293,7 +308,7 @@ def serve(path: Path, cluster_json: str) -> None:
                 _send(conn, reply)
 
     try:
-        while time.monotonic() - last_used[0] < idle:
+        while time.monotonic() - last_used[0] < idle or hub.busy():  # a subscriber keeps it alive
             try:
                 conn, _ = server.accept()
             except TimeoutError:
@@ -302,7 +317,14 @@ def serve(path: Path, cluster_json: str) -> None:
     finally:
         path.unlink(missing_ok=True)
         server.close()
+        hub.close()
         transport.close()
+
+
+def _watch_hub(transport):
+    from runjob_core import _watchhub
+
+    return _watchhub.Hub(lambda argv: _watchhub.ChannelStream(transport.open_stream(argv)))
 
 
 if __name__ == "__main__":

@@ -92,3 +92,10 @@ def run(
     stderr appended to *output_path*, and :func:`run` returns at once with its ``pid``.
     """
     return RUNNER(argv, input=input, cwd=cwd, env=env, timeout=timeout, detach=detach, output_path=output_path)
+
+
+def stream(argv: Sequence[str]) -> subprocess.Popen:
+    """Start *argv* with its stdin and stdout as byte pipes (a long-running watcher that
+    reads commands and prints lines); stderr is dropped. Closing stdin asks it to stop."""
+    return subprocess.Popen(tuple(str(a) for a in argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, close_fds=True)

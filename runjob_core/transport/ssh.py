@@ -199,6 +199,19 @@ class SSHTransport(Transport):
 
         return self._with_retry(operation, idempotent=idempotent)
 
+    def open_stream(self, argv: Sequence[str]) -> Any:
+        """Start a long-running command on this connection and return its channel (the
+        push path's watcher, :mod:`runjob_core._watchhub`); closing the channel stops it."""
+        import paramiko
+
+        command = shlex.join(str(a) for a in argv)
+        try:
+            channel = self._connect().get_transport().open_session(timeout=CONNECT_TIMEOUT)
+            channel.exec_command(command)
+        except (paramiko.SSHException, EOFError) as exc:
+            raise TransportError(f"cannot start a remote command on {self.cluster.host}: {exc}") from None
+        return channel
+
     def home(self) -> str:
         if self._home is None:
             self._home = self._with_retry(lambda: self._sftp_client().normalize("."))

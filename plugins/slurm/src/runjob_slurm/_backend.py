@@ -76,6 +76,8 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
     fresh = [job_id for job_id in ids if job_id not in statuses]
     queued = _parse.parse_squeue_lines([lines[job_id] for job_id in fresh if job_id in lines])
     gone = _parse.needs_sacct(fresh, queued)
+    if not fresh:
+        return statuses  # every line as last cycle: the memo stays as it is
     statuses.update(_statuses(transport, submissions, fresh, queued, gone))
     live = set(lines) - set(gone)
     memo[cluster.name] = {lines[job_id]: statuses[job_id] for job_id in live}

@@ -1,0 +1,106 @@
+"""The push path on the real SLURM cluster: the remote watcher wakes the monitor, and the
+poll still finishes a job whose watcher was killed.
+
+The wake-up tests give the monitor a 60 s poll cadence: a job of a few seconds can only be
+seen to end through the watcher. They assert on what the events record (which path
+noticed, how many scheduler polls), not on elapsed time.
+"""
+
+import attrs
+import pytest
+
+from runjob_core import _watch, lifecycle, monitor
+from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def ctx(runjob_home, slurm_env):
+    cluster = slurm_cluster_config(slurm_env)
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [attrs.evolve(cluster, name="under-test")])
+    context = lifecycle.open_context()
+    yield context
+    for job_id in {a.job_id for a in context.store.active_attempts()}:
+        lifecycle.cancel(context, context.store.get_job(job_id))
+    context.close()
+
+
+def submit(ctx, name, command):
+    job = BackendContract().job_spec(name, command)
+    return lifecycle.submit(ctx, job, lifecycle.cluster_for(ctx, job))
+
+
+def squeues(ctx):
+    return [c for c in ctx.transport(ctx.clusters["under-test"]).commands if " squeue " in f" {c}"]
+
+
+def terminal_event(ctx, job_id):
+    states = [e for e in ctx.store.events(job_id, kinds=("state",)) if e.data.get("state") not in ("PENDING", "RUNNING")]
+    assert len(states) == 1, [e.message for e in states]
+    return states[0]
+
+
+@pytest.mark.parametrize("how", ["inotify", "stat"])
+def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, how):
+    monkeypatch.setenv("RUNJOB_WATCH", how)
+    row, _ = submit(ctx, f"push-{how}", "sleep 2; echo finished-line")
+    history: list[str] = []
+    monitor.watch(ctx, [row.id], min_interval=60.0, max_interval=60.0,
+                  on_cycle=lambda _r: history.extend(w.state for w in _watch.watches(ctx)))
+    attempt = ctx.store.latest_attempt(row.id)
+    assert attempt.state == "COMPLETED" and attempt.exit_code == 0
+    assert f"alive {how}" in " ".join(history)
+    event = terminal_event(ctx, row.id)
+    assert event.data["trigger"] == "watcher"
+    # Its end markers (or, if the job beat the watcher's start, the look every followed job
+    # gets when a watcher comes alive).
+    assert {"marker:exit", "marker:end", "resync"} & set(event.data["causes"])
+    # Every scheduler poll after the first cycle's was asked for by the watcher: the job's
+    # start, then its end, confirmed by that poll or by a short series of re-polls while
+    # SLURM was still finishing the job (how many depends on the machine's load).
+    assert len(squeues(ctx)) == 1 + event.data["wake_polls"]
+    if "resync" not in event.data["causes"]:
+        assert 1 <= event.data["ending_polls"] <= 1 + len(_watch.CONFIRM_DELAYS)
+        assert event.data["wake_polls"] >= event.data["ending_polls"]
+    log = ctx.transport(ctx.clusters["under-test"]).read_from(attempt.submission.log_path, 0)
+    assert b"finished-line" in log
+
+
+def test_the_shared_agent_runs_the_watcher_for_its_clients(ctx, monkeypatch):
+    monkeypatch.setenv("RUNJOB_SSH_AGENT", "1")
+    ctx.close()  # reopen so the transport is the agent's
+    context = lifecycle.open_context()
+    try:
+        row, _ = submit(context, "push-agent", "sleep 1; echo via-agent")
+        monitor.watch(context, [row.id], min_interval=60.0, max_interval=60.0)
+        assert context.store.latest_attempt(row.id).state == "COMPLETED"
+        assert terminal_event(context, row.id).data["trigger"] == "watcher"
+    finally:
+        context.close()
+
+
+def test_a_killed_watcher_leaves_the_poll_to_finish_the_job(ctx, monkeypatch):
+    monkeypatch.setenv("RUNJOB_WATCH", "inotify")
+    monkeypatch.setenv("RUNJOB_WATCH_RESTART", "3600")  # stays dead for this test
+    row, _ = submit(ctx, "push-killed", "sleep 6; echo after-the-kill; exit 0")
+    transport = ctx.transport(ctx.clusters["under-test"])
+    killed: list[int] = []
+
+    def kill_once_running(result):
+        watch = _watch.watches(ctx)[0] if _watch.watches(ctx) else None
+        view = result.views.get(row.id)
+        if not killed and watch is not None and watch.alive and view is not None and view.state == "RUNNING":
+            killed.append(watch.pid)
+            assert transport.run(["kill", str(watch.pid)]).ok
+
+    monitor.watch(ctx, [row.id], min_interval=0.5, max_interval=2.0, on_cycle=kill_once_running)
+    assert killed, "the job ended before the watcher could be killed"
+    attempt = ctx.store.latest_attempt(row.id)
+    assert attempt.state == "COMPLETED" and attempt.exit_code == 0
+    event = terminal_event(ctx, row.id)
+    assert event.data["trigger"] == "poll"
+    assert b"after-the-kill" in transport.read_from(attempt.submission.log_path, 0)
+    still = transport.run(["sh", "-c", f"kill -0 {killed[0]} 2>/dev/null && echo alive || echo gone"])
+    assert still.stdout.strip() == "gone"
