@@ -55,3 +55,28 @@ def count_rows(path: Path) -> int:
         return 0
     with open(path, "rb") as handle:
         return sum(1 for line in handle if line.strip())
+
+
+def copy_tree(source: Path, dest: Path, source_label: str) -> tuple[list[str], int, int, list[Artifact]]:
+    """Copy the files under the local folder *source* into *dest* (only those that changed),
+    each through :func:`destination`: ``(files, copied, rows, problems)``. Symlinks are not
+    followed: a job's link must not bring a file from elsewhere on this machine."""
+    import shutil
+
+    files, copied, rows, problems = [], 0, 0, []
+    for path in sorted(source.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(source).as_posix()
+        target, why = destination(dest, rel)
+        if target is None:
+            problems.append(skipped(rel, why, source_label))
+            continue
+        files.append(rel)
+        st = path.stat()
+        if not (target.exists() and target.stat().st_size == st.st_size and target.stat().st_mtime >= st.st_mtime):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            copied += 1
+        rows += count_rows(path)
+    return files, copied, rows, problems

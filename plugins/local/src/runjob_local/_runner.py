@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -181,24 +180,7 @@ def collect(submission: Submission, dest: Path) -> list[Artifact]:
         return []
     from runjob_core import collecting
 
-    copied, rows, problems = 0, 0, []
-    for path in sorted(source.rglob("*")):
-        if path.is_symlink() or not path.is_file():
-            continue
-        target, why = collecting.destination(dest, path.relative_to(source).as_posix())
-        if target is None:
-            problems.append(collecting.skipped(path.relative_to(source).as_posix(), why, SOURCE))
-            continue
-        st = path.stat()
-        if not (target.exists() and target.stat().st_size == st.st_size and target.stat().st_mtime >= st.st_mtime):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-            copied += 1
-        if path.suffix == ".jsonl":
-            with open(path, "rb") as handle:
-                rows += sum(1 for line in handle if line.strip())
-    files = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file() and not p.is_symlink()]
-    files = [f for f in files if collecting.destination(dest, f)[0] is not None]
+    files, copied, rows, problems = collecting.copy_tree(source, dest, SOURCE)
     if not files:
         return problems
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,

@@ -427,9 +427,15 @@ def _harvest(cluster, record: _state.PodRecord, context) -> None:
     for path in (record.log_path, record.progress_path):
         if transport.stat(path) is not None:
             transport.get_file(path, Path(str(mirror) + path))
+    from runjob_core import collecting
+
+    local_results = Path(str(mirror) + record.results_dir)
     for info in transport.listdir_recursive(record.results_dir):
-        remote = f"{record.results_dir.rstrip('/')}/{info.path}"
-        transport.get_file(remote, Path(str(mirror) + remote))
+        # The job names its files: each lands inside the mirror or not at all (collect then
+        # reports what it could not place).
+        target, _why = collecting.destination(local_results, info.path)
+        if target is not None:
+            transport.get_file(f"{record.results_dir.rstrip('/')}/{info.path}", target)
 
 
 def _terminate(client, record: _state.PodRecord, context, *, why: str) -> None:
@@ -532,30 +538,19 @@ def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
     source = Path(str(_state.mirror_root(context.state_dir, record.job_id)) + record.results_dir)
     if not source.is_dir():
         return []
-    import shutil
+    from runjob_core import collecting
 
-    copied, rows, files = 0, 0, []
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        rel = path.relative_to(source).as_posix()
-        files.append(rel)
-        target = dest / rel
-        st = path.stat()
-        if not (target.exists() and target.stat().st_size == st.st_size and target.stat().st_mtime >= st.st_mtime):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-            copied += 1
-        if path.suffix == ".jsonl":
-            with open(path, "rb") as handle:
-                rows += sum(1 for line in handle if line.strip())
+    files, copied, rows, problems = collecting.copy_tree(source, dest, SOURCE)
     # What the attempt's pod cost (creation to termination, at RunPod's own price for it).
     usd = round(record.accrued_usd(), 4)
     cost = Artifact(name="pod-cost", kind="cost", location=f"pod {record.pod_id}: ${usd:.2f} at ${record.cost_per_hour:.2f}/h",
                     source=SOURCE, data={"usd": usd, "usd_per_hour": record.cost_per_hour, "pod_id": record.pod_id,
                                          "gpu": f"{record.gpu_count} x {record.gpu_id}"})
     if not files:
-        return [cost]
+        return [cost, *problems]
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}"}), cost]
+                     data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}"}), cost,
+            *problems]
 
 
 # ---------------------------------------------------------------------- resume
