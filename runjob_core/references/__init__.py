@@ -27,6 +27,7 @@ File format
     prompt_format: "Q: ... A:" with 8 CoT exemplars
     num_fewshot: 8                       # an integer, a list of accepted counts, or null
     expected_max_tokens: {non_reasoning: 512, reasoning: 8192}   # or one integer
+    expected_score: {min: 0, max: 1}     # a row's score range; chance: what guessing scores (multiple choice)
     rules: [...]                         # see below
     ---
     # GSM8K
@@ -637,6 +638,7 @@ scoring: ""                  # e.g. exact match after extracting the final answe
 prompt_format: ""            # e.g. zero-shot, "Please reason step by step ..."
 num_fewshot: null            # a count, a list of accepted counts, or null
 expected_max_tokens: null    # e.g. {{non_reasoning: 2048, reasoning: 32768}}
+expected_score: null         # e.g. {{min: 0, max: 1, chance: 0.25}}: the report flags scores outside it or below chance
 # Machine-checkable rules, applied to every job with `benchmark: {title}`.
 # Each rule: path (into job.yaml), one or more checks (equals, one_of, min, max,
 # matches, required: true), severity (error | warning; default error), why (one line),

@@ -20,7 +20,7 @@ from runjob_core.models import JobSpec, Reference
 
 FRONT_MATTER_KEYS = (
     "name", "aliases", "description", "tags", "dataset", "sources", "scoring", "prompt_format",
-    "num_fewshot", "expected_max_tokens", "rules",
+    "num_fewshot", "expected_max_tokens", "expected_score", "rules",
 )
 CHECK_KEYS = ("equals", "one_of", "min", "max", "matches", "required")
 RULE_KEYS = ("path", *CHECK_KEYS, "severity", "why", "fix", "when")
@@ -131,6 +131,8 @@ def validate_front_matter(front: Mapping[str, Any], label: str) -> dict[str, Any
                 meta[key] = value
         elif key == "expected_max_tokens":
             meta[key] = _max_tokens(value, where, label, problems)
+        elif key == "expected_score":
+            meta[key] = _expected_score(value, where, label, problems)
         elif key == "rules":
             meta[key] = validate_rules(value, label, problems=problems)
     if "name" not in meta and not any(p.startswith("name ") for p in problems):
@@ -154,6 +156,26 @@ def _max_tokens(value: Any, where: str, label: str, problems: list[str]) -> Any:
     problems.append(f"expected_max_tokens must be a positive integer or a mapping like "
                     f"{{non_reasoning: 2048, reasoning: 32768}} at {where} in {label}, got {describe_value(value)}")
     return None
+
+
+def _expected_score(value: Any, where: str, label: str, problems: list[str]) -> Any:
+    """``{min: 0, max: 1, chance: 0.25}``: the range a per-row score can take, and what
+    guessing scores (the report flags a mean below it: broken answer extraction)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) - {"min", "max", "chance"}:
+        problems.append(f"expected_score must be a mapping with min, max and chance at {where} in {label}, "
+                        f"got {describe_value(value)}")
+        return None
+    out = {}
+    for key, v in value.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            problems.append(f"expected a number at {where}.{key} in {label}, got {describe_value(v)}")
+        else:
+            out[str(key)] = float(v)
+    if "min" in out and "max" in out and out["min"] > out["max"]:
+        problems.append(f"expected_score.min is above expected_score.max at {where} in {label}")
+    return out
 
 
 def validate_rules(rules: Any, label: str, *, problems: list[str] | None = None) -> tuple[dict[str, Any], ...]:

@@ -55,7 +55,7 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
                        "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
     }
-    report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"])
+    report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
     report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
     if row.kind == "canary":
         report["go_no_go"] = _go_no_go(state, report["anomalies"], summary)
@@ -282,6 +282,49 @@ def _result_anomalies(summary) -> list[dict[str, Any]]:
         out.append(_anomaly("unparsable-lines", "warning", f"{summary['unparsable_lines']} result lines are not JSON "
                             "objects", source, summary["unparsable_lines"], "results"))
     return out
+
+
+#: Below this many scored rows a mean under chance is noise, not a finding.
+MIN_ROWS_FOR_CHANCE = 30
+
+
+def _reference_anomalies(spec, summary, cache: dict | None) -> list[dict[str, Any]]:
+    """Scores against the benchmark reference's ``expected_score``: outside its range (a
+    0-100 scale where 0-1 is meant), or a mean below chance (the answer extraction is broken)."""
+    score = summary.get("score")
+    if spec is None or not spec.benchmark or not score or not score.get("rows"):
+        return []
+    expected = _expected_score(spec.benchmark, cache)
+    if not expected:
+        return []
+    out, source = [], "runjob-report"
+    low, high = expected.get("min"), expected.get("max")
+    if (low is not None and score["min"] < low) or (high is not None and score["max"] > high):
+        out.append(_anomaly("score-out-of-range", "error", f"scores run {score['min']:g}..{score['max']:g}, outside "
+                            f"{spec.benchmark}'s {low:g}..{high:g}: check the scorer's scale", source, score["rows"], "scores"))
+    chance = expected.get("chance")
+    if chance is not None and score["rows"] >= MIN_ROWS_FOR_CHANCE and score["mean"] < chance:
+        out.append(_anomaly("score-below-chance", "warning", f"mean score {score['mean']:.3f} is below chance "
+                            f"({chance:g}) for {spec.benchmark}: the answer extraction or the prompt format is likely "
+                            "broken", source, score["rows"], "scores"))
+    return out
+
+
+def _expected_score(benchmark: str, cache: dict | None) -> dict | None:
+    key = ("expected_score", benchmark)
+    if cache is not None and key in cache:
+        return cache[key]
+    from runjob_core import references
+    from runjob_core.errors import RunjobError
+
+    try:
+        found = references.find_reference(benchmark, references.all_references())
+        expected = references.reference_metadata(found).get("expected_score") if found else None
+    except RunjobError:
+        expected = None  # a broken project reference is pre-flight's to report, not the report's
+    if cache is not None:
+        cache[key] = expected
+    return expected
 
 
 def _go_no_go(state, anomalies, summary) -> dict[str, Any]:

@@ -219,3 +219,29 @@ def test_cluster_page_sums_gpu_hours_by_cluster_and_week(tmp_path, monkeypatch):
     rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td data-sort=\"[^\"]*\">(.*?)</td></tr>", page)
     assert rows == [("&lt;lab&gt;", "2026-W48", "5.00"), ("della", "2026-W48", "12.00"), ("della", "2026-W49", "6.00")]
     store.close()
+
+
+@pytest.mark.parametrize("benchmark, scores, labels", [
+    ("gsm8k", [100.0, 0.0, 100.0, 100.0], ["score-out-of-range"]),         # a 0-100 scale where 0-1 is meant
+    ("mmlu", [1.0] * 6 + [0.0] * 34, ["score-below-chance"]),               # 0.15 < 0.25 with 4 options
+    ("mmlu", [1.0] * 12 + [0.0] * 28, []),                                   # 0.30: above chance
+    ("mmlu", [0.0] * 5 + [1.0], []),                                         # too few rows to call it
+])
+def test_scores_against_the_benchmark_reference(tmp_path, runjob_home, benchmark, scores, labels):
+    store = Store(tmp_path / "state.db")
+    row = make_job(store, benchmark=benchmark)
+    write_rows(tmp_path / "res", [{"id": i, "score": s, "response": "x"} for i, s in enumerate(scores)])
+    anomalies = build_report(store, row, results_dir=tmp_path / "res")["anomalies"]
+    found = [a["label"] for a in anomalies if a["label"] in ("score-out-of-range", "score-below-chance")]
+    assert found == labels
+    store.close()
+
+
+def test_every_shipped_reference_states_its_score_range():
+    from runjob_core import references
+
+    pack = [r for r in references.all_references() if r.source == references.CORE_SOURCE]
+    assert len(pack) == 10
+    for reference in pack:
+        expected = references.reference_metadata(reference)["expected_score"]
+        assert expected["min"] == 0.0 and expected["max"] == 1.0, reference.name
