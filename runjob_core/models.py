@@ -254,7 +254,9 @@ class Machine:
     port: int
     user: str
     source: str
-    #: Backend data kept with it (JSON-safe): price per hour, pinned host key, GPU type.
+    #: Backend data kept with it (JSON-safe). ``usd_per_hour``, when given, is the price
+    #: ``runjob status`` multiplies by the attempt's time for its cost so far (a ``cost``
+    #: artifact from collect, ``data={"usd": ...}``, replaces the estimate with the bill).
     data: dict[str, Any] = field(factory=dict)
 
 

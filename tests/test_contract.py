@@ -431,3 +431,24 @@ def test_a_job_whose_machine_does_not_answer_after_the_poll_is_read_again_next_c
     monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
     assert context.store.latest_attempt(row.id).state == "COMPLETED"
     context.close()
+
+
+def test_status_shows_what_a_rented_machine_costs(runjob_home):
+    from runjob_core.cli.status import attempt_cost
+
+    class Priced(Rented):
+        @hookimpl
+        def runjob_provision(self, attempt, cluster):
+            return Machine(id=f"m-{attempt.tag}", host=None, port=22, user="root", source="rented", data={"usd_per_hour": 3.6})
+
+    context = _context(runjob_home, Priced())
+    row = lifecycle.launch(context, _job("priced", "sleep 2")).row
+    context.store._db.execute("UPDATE attempts SET submitted_at = submitted_at - 100 WHERE job_id = ?", (row.id,))
+    live = attempt_cost(context.store, context.store.attempt(row.id, 1))
+    assert live["usd_per_hour"] == 3.6 and live["usd"] >= 0.1 and not live["cost_final"]  # 100 s at $3.60/h
+    context.store.add_artifact(row.id, attempt=1, name="pod-cost", kind="cost", location="pod", source="rented",
+                               rows=None, data={"usd": 0.42})
+    billed = attempt_cost(context.store, context.store.attempt(row.id, 1))
+    assert billed["usd"] == 0.42 and billed["cost_final"]
+    lifecycle.cancel(context, context.store.get_job(row.id))
+    context.close()

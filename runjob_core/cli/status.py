@@ -27,17 +27,23 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
         if as_json:
             print_json([
                 {"id": r.id, "name": r.name, "kind": r.kind, "cluster": r.cluster, "state": r.state, "outcome": r.outcome,
-                 "created_at": r.created_at, "attempts": [a.__dict__ | {"submission_json": None} for a in store.attempts(r.id)]}
+                 "created_at": r.created_at,
+                 "attempts": [a.__dict__ | {"submission_json": None, **attempt_cost(store, a)} for a in store.attempts(r.id)]}
                 for r in rows
             ])
             return
         if job:
             row = rows[0]
             click.echo(f"{row.name} ({row.id}, {row.kind}) on {row.cluster}: {row.state}" + (f" - {row.outcome}" if row.outcome else ""))
-            print_table("Attempts", ["#", "backend id", "state", "exit", "submitted", "elapsed", "step", "rows", "resumed from"], [
+            attempts = store.attempts(row.id)
+            costs = [attempt_cost(store, a) for a in attempts]
+            columns = ["#", "backend id", "state", "exit", "submitted", "elapsed", "step", "rows", "resumed from"]
+            priced = any(c for c in costs)
+            print_table("Attempts", columns + (["machine", "cost"] if priced else []), [
                 [a.n, a.backend_job_id, a.state + (f" ({a.reason})" if a.reason else ""), a.exit_code, fmt_time(a.submitted_at),
                  fmt_duration(a.started_at, a.ended_at), a.step, a.rows_done, a.resumed_from]
-                for a in store.attempts(row.id)
+                + ([c.get("machine"), _money(c)] if priced else [])
+                for a, c in zip(attempts, costs)
             ])
         else:
             print_table(None, ["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"], [
@@ -46,3 +52,30 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
             ])
     finally:
         context.close()
+
+
+def attempt_cost(store, attempt) -> dict:
+    """What an attempt's rented machine cost: the backend's own figure (a ``cost`` artifact)
+    once it is known, else its price (``Machine.data["usd_per_hour"]``) times the time since
+    it was submitted, up to its release or end. ``{}`` for attempts without a priced machine."""
+    machine = attempt.machine
+    if machine is None:
+        return {}
+    price = machine.data.get("usd_per_hour")
+    billed = [a for a in store.artifacts(attempt.job_id) if a.kind == "cost" and a.attempt == attempt.n]
+    if billed and isinstance(billed[-1].data.get("usd"), (int, float)):
+        return {"machine": machine.id, "usd_per_hour": price, "usd": billed[-1].data["usd"], "cost_final": True}
+    if not isinstance(price, (int, float)) or not attempt.submitted_at:
+        return {"machine": machine.id}
+    import time
+
+    end = attempt.released_at or attempt.ended_at or time.time()
+    return {"machine": machine.id, "usd_per_hour": price, "usd": round(price * max(0.0, end - attempt.submitted_at) / 3600, 4),
+            "cost_final": bool(attempt.released_at or attempt.ended_at)}
+
+
+def _money(cost: dict) -> str:
+    if "usd" not in cost:
+        return "-"
+    so_far = "" if cost.get("cost_final") else " so far"
+    return f"${cost['usd']:.2f}{so_far} (${cost['usd_per_hour']:.2f}/h)" if cost.get("usd_per_hour") else f"${cost['usd']:.2f}"
