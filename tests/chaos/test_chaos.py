@@ -74,6 +74,8 @@ def stored_jobs(home: Path, name: str) -> list[dict]:
     con = sqlite3.connect(db)
     con.row_factory = sqlite3.Row
     try:
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = 'attempts'").fetchone() is None:
+            return []  # runjob has just created the file and not yet its tables
         jobs = [dict(r) for r in con.execute("SELECT id, state FROM jobs WHERE name = ?", (name,))]
         for job in jobs:
             job["attempts"] = [dict(r) for r in con.execute("SELECT n, state, backend_job_id FROM attempts WHERE job_id = ?",

@@ -54,9 +54,10 @@ def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, 
     assert f"alive {how}" in " ".join(history)
     event = terminal_event(ctx, row.id)
     assert event.data["trigger"] == "watcher"
-    # Its end markers (or, if the job beat the watcher's start, the look every followed job
-    # gets when a watcher comes alive).
-    assert {"marker:exit", "marker:end", "resync"} & set(event.data["causes"])
+    # Its end markers, or the re-polls an end marker starts while SLURM is still finishing the
+    # job ("confirm"), or, if the job beat the watcher's start, the look every followed job
+    # gets when a watcher comes alive ("resync").
+    assert {"marker:exit", "marker:end", "confirm", "resync"} & set(event.data["causes"])
     # Every scheduler poll after the first cycle's was asked for by the watcher: the job's
     # start, then its end, confirmed by that poll or by a short series of re-polls while
     # SLURM was still finishing the job (how many depends on the machine's load).
