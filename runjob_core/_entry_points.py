@@ -3,7 +3,8 @@
 Scanning every installed distribution's metadata costs ~40 ms, on every command; the
 answer changes only when something is installed or removed, which changes the mtime of a
 ``sys.path`` folder. So the scan is kept in ``$XDG_CACHE_HOME/runjob`` keyed by those
-mtimes. Standard library only: ``runjob --help`` reads it to list plugin commands.
+mtimes. ``runjob --help`` reads it to list plugin commands, so it is cheap to load: marshal
+(built in, no json or hashlib import: ~7 ms of a 50 ms start-up) and a crc32 file name.
 
 Groups: ``runjob`` (plugins; the name is the plugin's, a backend's ``type:``) and
 ``runjob.commands`` (CLI commands a plugin adds, ``name = "module:click_command"``).
@@ -11,10 +12,10 @@ Groups: ``runjob`` (plugins; the name is the plugin's, a backend's ``type:``) an
 
 from __future__ import annotations
 
-import hashlib
-import json
+import marshal
 import os
 import sys
+import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -59,13 +60,15 @@ def _all() -> list[EntryPoint]:
     key = _cache_key()
     # One file per sys.path: `python -m pytest`, the console script and `python -c` see
     # different paths and would otherwise evict each other's entry on every switch.
-    digest = hashlib.sha256(json.dumps([entry for entry, _ in key]).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"entry-points-{digest}.json"
+    joined = "\0".join(entry for entry, _ in key).encode("utf-8", "surrogateescape")
+    digest = f"{zlib.crc32(joined):08x}{zlib.adler32(joined):08x}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"entry-points-{digest}.marshal"
     try:
-        cached = json.loads(cache.read_text())
-        if cached["key"] == key and cached.get("groups") == list(GROUPS):
+        cached = marshal.loads(cache.read_bytes())
+        # marshal's format is the interpreter's: the version is part of what must match.
+        if cached["key"] == key and cached.get("groups") == list(GROUPS) and cached.get("python") == sys.version:
             return [EntryPoint(*item) for item in cached["entry_points"]]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, EOFError, KeyError, TypeError):
         pass  # no usable cache (first run, or a newer format): scan and write it
     import importlib.metadata
 
@@ -77,7 +80,8 @@ def _all() -> list[EntryPoint]:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"key": key, "groups": list(GROUPS), "entry_points": [list(ep) for ep in found]}))
+        data = {"key": key, "groups": list(GROUPS), "python": sys.version, "entry_points": [list(ep) for ep in found]}
+        tmp.write_bytes(marshal.dumps(data))
         tmp.replace(cache)
     except OSError:
         pass  # a read-only home: scan again next time
