@@ -98,6 +98,41 @@ def try_take(db: sqlite3.Connection, key: str, owner: str, ttl: float) -> str | 
     return None
 
 
+def try_take_many(db: sqlite3.Connection, keys: list[str], owner: str, ttl: float) -> dict[str, str]:
+    """:func:`try_take` for many keys in one transaction (the monitor leases every job it
+    follows each cycle: one commit per job would cost more than the poll). Returns the keys
+    another live owner holds, with that owner; every other key is now *owner*'s."""
+    now = time.time()
+    held: dict[str, str] = {}
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        rows = {}
+        for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+            chunk = keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows.update((k, (o, e)) for k, o, e in db.execute(
+                f"SELECT key, owner, expires_at FROM leases WHERE key IN ({marks})", chunk))
+        take = []
+        for key in keys:
+            row = rows.get(key)
+            if row is not None and row[0] != owner and _held_by_other(row[0], row[1], now):
+                held[key] = row[0]
+            else:
+                take.append((key, owner, now + ttl))
+        db.executemany("INSERT INTO leases(key, owner, expires_at) VALUES (?,?,?)"
+                       " ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at", take)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return held
+
+
+def release_many(db: sqlite3.Connection, keys: list[str], owner: str) -> None:
+    db.executemany("DELETE FROM leases WHERE key = ? AND owner = ?", [(key, owner) for key in keys])
+
+
 def release(db: sqlite3.Connection, key: str, owner: str) -> None:
     db.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
 

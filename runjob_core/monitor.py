@@ -172,27 +172,25 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
 def _observed_here(context: RunContext, grouped: dict) -> tuple[dict, set[str]]:
     """The cluster groups without the jobs another process observes (those are only shown).
 
-    A lease this process already holds is renewed at half its life, not every cycle: at
-    thousands of followed jobs a write per job per cycle would cost more than the poll."""
+    Leases are taken in one transaction per cycle, and one this process already holds is
+    renewed at half its life, not every cycle: at thousands of followed jobs a commit per
+    job per cycle would cost more than the poll."""
     store = context.store
     renew_at = context.scratchpad("runjob-core:observe-renewal")
     now = time.time()
-    followed: set[str] = set()
+    wanted = [f"observe:{a.job_id}" for group, _ in grouped.values() for a in group]
+    due = [key for key in wanted if not (key in store._leases_held and now < renew_at.get(key, 0.0))]
+    others = store.try_leases(due, ttl=OBSERVE_LEASE_SECONDS)
+    for key in due:
+        if key not in others:
+            renew_at[key] = now + OBSERVE_LEASE_SECONDS / 2
+    if not others:
+        return grouped, set()  # the usual case: the memo's lists, as they were
+    followed = {key.split(":", 1)[1] for key in others}
     by_cluster = {}
     for cluster_name, (group, submissions) in grouped.items():
-        keep = []
-        for attempt, submission in zip(group, submissions):
-            key = f"observe:{attempt.job_id}"
-            if key in store._leases_held and now < renew_at.get(key, 0.0):
-                keep.append((attempt, submission))
-            elif store.try_lease(key, ttl=OBSERVE_LEASE_SECONDS) is None:
-                renew_at[key] = now + OBSERVE_LEASE_SECONDS / 2
-                keep.append((attempt, submission))
-            else:
-                followed.add(attempt.job_id)
-        if len(keep) == len(group):
-            by_cluster[cluster_name] = (group, submissions)  # unchanged: the memo's lists, as they were
-        elif keep:
+        keep = [(a, s) for a, s in zip(group, submissions) if a.job_id not in followed]
+        if keep:
             by_cluster[cluster_name] = ([a for a, _ in keep], [s for _, s in keep])
     return by_cluster, followed
 
@@ -558,11 +556,14 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
 
 def _release_observed(context: RunContext) -> None:
     """Done with these jobs: another monitor may take them over at once."""
-    for key in [k for k in context.store._leases_held if k.startswith("observe:")]:
-        try:
-            context.store.release_lease(key)
-        except StoreError:
-            pass  # a full or read-only store: the lease frees itself when this process ends
+    keys = [k for k in context.store._leases_held if k.startswith("observe:")]
+    if not keys:
+        return
+    try:
+        context.store.release_leases(keys)
+    except StoreError:
+        pass  # a full or read-only store: the leases free themselves when this process ends
+    context.scratchpad("runjob-core:observe-renewal").clear()
 
 
 def _warn(context: RunContext, message: str) -> None:

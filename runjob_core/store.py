@@ -366,6 +366,20 @@ class Store:
             self._leases_held.add(key)
         return other
 
+    def try_leases(self, keys: list[str], *, ttl: float = _leases.DEFAULT_TTL) -> dict[str, str]:
+        """:meth:`try_lease` for many keys in one transaction: the keys held by someone else,
+        with their owner; this store holds all the others."""
+        if not keys:
+            return {}
+        others = _leases.try_take_many(self._db, keys, self.owner, ttl)
+        self._leases_held.update(k for k in keys if k not in others)
+        return others
+
+    def release_leases(self, keys: list[str]) -> None:
+        with self.transaction():
+            _leases.release_many(self._db, keys, self.owner)
+        self._leases_held.difference_update(keys)
+
     def release_lease(self, key: str) -> None:
         _leases.release(self._db, key, self.owner)
         self._leases_held.discard(key)
