@@ -19,6 +19,8 @@ def runjob_estimate(job, cluster, context):
 
     The estimate is made at the length the job runs at: model.max_model_len, else the model's
     full length from its config.json (runjob_core.model_length), passed in the job spec."""
+    if not (job.model.path or job.model.name) or job.resources.gpus <= 0:
+        return None  # nothing to estimate: spare every such submit the estimator's import
     from runjob_core import model_length
     from runjob_core.estimator import preflight
 
