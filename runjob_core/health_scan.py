@@ -45,17 +45,10 @@ def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: 
             lifecycle.plugin_failed(context, None, "runjob_check_health", name, exc)
 
     pm = context.pm
-    answered = []
-    for impl in reversed(pm.hook.runjob_scan_log.get_hookimpls()):
-        kwargs = {"job": job, "path": Path(path), "context": context}
-        try:
-            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except Exception as exc:  # a plugin bug: named once; the file still goes to the others
-            failed(impl.plugin_name, exc)
-            continue
-        if result is not None:
-            found.extend(result)
-            answered.append(impl.plugin)
+    answered: list = []
+    # A whole-file scanner that breaks is named once; the file still goes to the others.
+    found.extend(plugins.flatten(plugins.call_each(pm.hook.runjob_scan_log, {"job": job, "path": Path(path), "context": context},
+                                                   on_error=failed, answered=answered)))
     caller = pm.subset_hook_caller("runjob_check_health", remove_plugins=answered) if answered else pm.hook.runjob_check_health
     if not caller.get_hookimpls():
         return found  # every checker scanned the whole file itself: no need to read it as text

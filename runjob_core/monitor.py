@@ -179,7 +179,8 @@ def _observed_here(context: RunContext, grouped: dict) -> tuple[dict, set[str]]:
     renew_at = context.scratchpad("runjob-core:observe-renewal")
     now = time.time()
     wanted = [f"observe:{a.job_id}" for group, _ in grouped.values() for a in group]
-    due = [key for key in wanted if not (key in store._leases_held and now < renew_at.get(key, 0.0))]
+    held = set(store.held_leases("observe:"))
+    due = [key for key in wanted if not (key in held and now < renew_at.get(key, 0.0))]
     others = store.try_leases(due, ttl=OBSERVE_LEASE_SECONDS)
     for key in due:
         if key not in others:
@@ -556,7 +557,7 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
 
 def _release_observed(context: RunContext) -> None:
     """Done with these jobs: another monitor may take them over at once."""
-    keys = [k for k in context.store._leases_held if k.startswith("observe:")]
+    keys = context.store.held_leases("observe:")
     if not keys:
         return
     try:

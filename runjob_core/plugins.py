@@ -183,13 +183,15 @@ def backend_infos(pm: pluggy.PluginManager) -> dict[str, Any]:
     return infos
 
 
-def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult: bool = False) -> list[Any]:
+def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult: bool = False,
+              answered: list[Any] | None = None) -> list[Any]:
     """Call every implementation behind *caller* on its own, as pluggy would (same order,
     same argument subset), so that one plugin raising does not take the others down.
 
     *on_error(plugin_name, exc)* is called for an implementation that raised anything but
     a :class:`~runjob_core.errors.RunjobError` (those are expected failures and propagate).
     Wrappers cannot be isolated this way: with one present the hook is called as a whole.
+    *answered*, if given, receives the plugin object of every implementation that answered.
     """
     from runjob_core.errors import RunjobError
 
@@ -208,6 +210,8 @@ def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult
             continue
         if answer is not None:
             results.append(answer)
+            if answered is not None:
+                answered.append(impl.plugin)
             if firstresult:
                 break
     return results

@@ -366,6 +366,10 @@ class Store:
             self._leases_held.add(key)
         return other
 
+    def held_leases(self, prefix: str = "") -> list[str]:
+        """The leases this store took and still holds (``prefix``: only keys starting with it)."""
+        return [key for key in self._leases_held if key.startswith(prefix)]
+
     def try_leases(self, keys: list[str], *, ttl: float = _leases.DEFAULT_TTL) -> dict[str, str]:
         """:meth:`try_lease` for many keys in one transaction: the keys held by someone else,
         with their owner; this store holds all the others."""

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from runjob_core.testing import wait_until
+from runjob_core.testing import run_cli, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 RUNJOB = str(Path(sys.executable).parent / "runjob")
 
 
 def runjob(*args, cwd, check=None, timeout=120, input=None):
-    result = subprocess.run([RUNJOB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
-                            env={**os.environ, "COLUMNS": "200"})
+    result = run_cli(*args, cwd=cwd, timeout=timeout, input=input)
     if check is not None:
         assert result.returncode == check, (result.stdout, result.stderr)
     return result

@@ -2,9 +2,7 @@
 never land anywhere, --json that is JSON. Through the real `runjob` command."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,22 +10,9 @@ import yaml
 
 from runjob_core import config
 from runjob_core.errors import ConfigError
+from runjob_core.testing import one_line_error, run_cli as runjob
 
-RUNJOB = str(Path(sys.executable).parent / "runjob")
 TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123"
-
-
-def runjob(*args, cwd, env=None, timeout=120):
-    return subprocess.run([RUNJOB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
-
-
-def one_line_error(result) -> str:
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 # ---------------------------------------------------------------------------- item 4: bounded input

@@ -13,23 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runjob_core.testing import wait_until
+from runjob_core.testing import one_line_error, run_cli as runjob, wait_until
 
 RUNJOB = str(Path(sys.executable).parent / "runjob")
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (needs root)")
-
-
-def runjob(*args, cwd, env=None, timeout=120):
-    return subprocess.run([RUNJOB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
-
-
-def one_line_error(result) -> str:
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.fixture

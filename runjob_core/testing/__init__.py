@@ -113,6 +113,26 @@ def runjob_cli() -> Callable[..., Any]:
     return invoke
 
 
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120,
+            input: str | None = None) -> Any:
+    """Run the installed ``runjob`` command as a user would (a new process), output captured."""
+    import subprocess
+    import sys
+
+    runjob = str(Path(sys.executable).parent / "runjob")
+    return subprocess.run([runjob, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def one_line_error(result: Any) -> str:
+    """The one line a failed command printed, asserting it failed without a traceback."""
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
 def write_clusters_yaml(path: Path, clusters: Sequence[ClusterConfig]) -> Path:
     import yaml
 

@@ -20,10 +20,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from runjob_hub.validate import ValidationReport
+import attrs
 
 from runjob_core.job.hub import DEFAULT_ENDPOINT, describe_hub_error, hub_endpoint, resolve_token, scrub
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runjob_hub.validate import ValidationReport
 
 __all__ = [
     "CardInfo", "DEFAULT_ENDPOINT", "PublishResult", "VerifyResult", "publish_results", "render_card", "resolve_token",
@@ -36,69 +38,52 @@ _N_SAMPLES = 5
 
 
 # ----------------------------------------------------------------------------------------------
-# records (frozen attrs classes, defined lazily so that importing this module needs only the stdlib)
-
-_RECORDS: dict[str, type] = {}
+# records
 
 
-def _define_records() -> dict[str, type]:
-    if _RECORDS:
-        return _RECORDS
-    import attrs
-
-    def _mapping(v: Any) -> dict:
-        return dict(v or {})
-
-    @attrs.frozen
-    class CardInfo:
-        """What the dataset card says about the job. Only model, benchmark and job_id are required."""
-
-        model: str
-        benchmark: str
-        job_id: str
-        attempts: int = 1
-        parameters: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
-        cluster: str | None = None
-        git_commit: str | None = None  # commit of the user's repository, if the job came from one
-        git_dirty: bool = False
-        git_remote: str | None = None
-        script: str | None = None  # the rendered job script
-        columns: dict[str, str] = attrs.field(factory=dict, converter=_mapping)  # column -> description
-        title: str | None = None
-        description: str | None = None
-        license: str | None = None
-        tags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-        results_file: str | None = None  # the table the card describes; default: the main results file
-
-    @attrs.frozen
-    class PublishResult:
-        repo_id: str
-        url: str
-        revision: str
-        commit_sha: str
-        files: tuple[str, ...] = attrs.field(converter=tuple)
-        rows: int | None
-
-    @attrs.frozen
-    class VerifyResult:
-        ok: bool
-        remote_rows: int | None
-        local_rows: int
-        samples: tuple[dict, ...] = attrs.field(converter=tuple)
-        message: str
-
-    for cls in (CardInfo, PublishResult, VerifyResult):
-        cls.__qualname__ = cls.__name__
-        cls.__module__ = __name__
-        _RECORDS[cls.__name__] = cls
-    globals().update(_RECORDS)
-    return _RECORDS
+def _mapping(v: Any) -> dict:
+    return dict(v or {})
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("CardInfo", "PublishResult", "VerifyResult"):
-        return _define_records()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+@attrs.frozen
+class CardInfo:
+    """What the dataset card says about the job. Only model, benchmark and job_id are required."""
+
+    model: str
+    benchmark: str
+    job_id: str
+    attempts: int = 1
+    parameters: dict[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    cluster: str | None = None
+    git_commit: str | None = None  # commit of the user's repository, if the job came from one
+    git_dirty: bool = False
+    git_remote: str | None = None
+    script: str | None = None  # the rendered job script
+    columns: dict[str, str] = attrs.field(factory=dict, converter=_mapping)  # column -> description
+    title: str | None = None
+    description: str | None = None
+    license: str | None = None
+    tags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    results_file: str | None = None  # the table the card describes; default: the main results file
+
+
+@attrs.frozen
+class PublishResult:
+    repo_id: str
+    url: str
+    revision: str
+    commit_sha: str
+    files: tuple[str, ...] = attrs.field(converter=tuple)
+    rows: int | None
+
+
+@attrs.frozen
+class VerifyResult:
+    ok: bool
+    remote_rows: int | None
+    local_rows: int
+    samples: tuple[dict, ...] = attrs.field(converter=tuple)
+    message: str
 
 
 # ----------------------------------------------------------------------------------------------
@@ -351,11 +336,10 @@ def publish_results(
     """
     from runjob_core.errors import RunjobError
 
-    rec = _define_records()
     folder = Path(folder)
     if not folder.is_dir():
         raise RunjobError(f"results folder not found: {folder}")
-    if not isinstance(card, rec["CardInfo"]):
+    if not isinstance(card, CardInfo):
         raise TypeError("card must be a CardInfo")
     endpoint = hub_endpoint(endpoint)
     hf = _import_hub()
@@ -380,7 +364,7 @@ def publish_results(
                                + (f" (source commit {card.git_commit})" if card.git_commit else "") + ".",
         )
     url = f"{endpoint}/datasets/{repo_id}" + (f"/tree/{revision}" if revision else "")
-    return rec["PublishResult"](repo_id=repo_id, url=url, revision=revision or "main", commit_sha=info.oid,
+    return PublishResult(repo_id=repo_id, url=url, revision=revision or "main", commit_sha=info.oid,
                                 files=[r for r, _ in found] + ["README.md"], rows=rows)
 
 
@@ -448,7 +432,6 @@ def verify_published(
     Returns a :class:`VerifyResult` with up to 5 rows sampled evenly (first, ..., last). Raises
     :class:`RunjobError` if the file cannot be downloaded.
     """
-    rec = _define_records()
     endpoint = hub_endpoint(endpoint)
     hf = _import_hub()
     tok = resolve_token(token)
@@ -465,5 +448,5 @@ def verify_published(
     else:
         message = (f"row count mismatch: {where} on the Hub has {remote_rows:,} rows, the local file has "
                    f"{local_rows:,}")
-    return rec["VerifyResult"](ok=ok, remote_rows=remote_rows, local_rows=local_rows, samples=samples,
+    return VerifyResult(ok=ok, remote_rows=remote_rows, local_rows=local_rows, samples=samples,
                                message=message)
