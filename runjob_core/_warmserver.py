@@ -71,6 +71,7 @@ def main(path: str) -> None:
         pass  # started by hand on a terminal: nothing to truncate
     print(f"warm process {os.getpid()} serving {path}", flush=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))  # and the socket goes with us
     try:
         while True:
             try:
@@ -97,9 +98,31 @@ def preload() -> None:
     from runjob_core import templating
 
     pm, _infos = plugins.get_plugin_manager()  # imports every installed plugin; the manager itself is dropped
+    for _name, plugin in pm.list_name_plugin():
+        _import_submodules(plugin)
     plugins.backend_infos(pm)  # and what backends import to describe themselves
     # jinja2 keeps its compiled lexer per set of options for the process: one for every child.
     templating.make_environment(plugins=[p for _name, p in pm.list_name_plugin() if p is not None])
+
+
+def _import_submodules(plugin) -> None:
+    """A plugin's own modules, which its hooks import when first called (to keep
+    ``runjob --help`` light): here they are imported once for every child. Test helpers
+    are left out, and a module whose optional dependency is missing is simply not preloaded."""
+    import importlib
+    import pkgutil
+
+    package = getattr(plugin, "__name__", "").split(".")[0]
+    root = sys.modules.get(package)
+    if package in ("", "runjob_core") or root is None or not hasattr(root, "__path__"):
+        return
+    for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+        if any(part in ("testing", "tests", "__main__") for part in info.name.split(".")):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:
+            continue  # an optional dependency that is not installed: the child imports it if it can
 
 
 def _module_files() -> dict[str, tuple[int, int] | None]:
@@ -110,7 +133,8 @@ def _module_files() -> dict[str, tuple[int, int] | None]:
     for module in list(sys.modules.values()):
         name = getattr(module, "__name__", "") or ""
         file = getattr(module, "__file__", None)
-        if file and name.split(".")[0].startswith("runjob"):
+        # This very module runs as __main__: its own code counts too.
+        if file and (name.split(".")[0].startswith("runjob") or name == "__main__"):
             files[file] = None
     for file in files:
         files[file] = _stamp(file)
