@@ -391,6 +391,10 @@ class Store:
     def lease_holder(self, key: str) -> str | None:
         return _leases.holder(self._db, key)
 
+    def lease_holders(self, keys: list[str]) -> dict[str, str]:
+        """Which of *keys* another live owner holds, with that owner; read only (no write)."""
+        return _leases.holders(self._db, keys, self.owner)
+
     # ------------------------------------------------------------------ jobs
 
     def create_job(
