@@ -11,7 +11,11 @@ Section 2 also prints the monitor's memory (RSS, and what one cycle allocates) a
 ``--record FILE``, saves the squeue output it polled (bench_cycle_recorded.py replays it).
 Job names carry this run's id, and only those names are cancelled at the end.
 
-Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,fifty] [--record FILE]
+4. One-shot `runjob status` (a whole process, as a user types it) over the queued jobs vs
+   `ssh host squeue -h -u USER` over OpenSSH's ControlMaster (target: at most 1.2x), and how
+   many of those status processes wrote to the store (target: none, nothing changed).
+
+Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,status,fifty] [--record FILE]
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--queued", type=int, default=200)
-    parser.add_argument("--only", default="submit,poll,fifty", help="sections to run")
+    parser.add_argument("--only", default="submit,poll,status,fifty", help="sections to run")
     parser.add_argument("--record", help="save the polled squeue output here")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -100,6 +104,8 @@ def main() -> None:
         try:
             if "poll" in only:
                 poll_section(args, env, context, transport, work, names["queued"])
+            if "status" in only:
+                status_section(args, env, context, work, names["queued"], env_vars, control)
             if "fifty" in only:
                 quick = job_from_mapping({"name": names["fifty"], "cluster": "bench", "command": "true",
                                           "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
@@ -118,13 +124,58 @@ def main() -> None:
             context.close()
 
 
-def poll_section(args, env: dict, context, transport, work: Path, name: str) -> None:
-    from runjob_core import lifecycle, monitor
+def queue_jobs(args, context, work: Path, name: str) -> list[str]:
+    """*args.queued* jobs waiting in the ``maint`` partition (down: they stay queued), once."""
+    from runjob_core import lifecycle
     from runjob_core.config import job_from_mapping
 
+    known = [row.id for row in context.store.list_jobs(limit=10**6) if row.name == name]
+    if known:
+        return known
     queued_job = job_from_mapping({"name": name, "cluster": "bench", "command": "true",
                                    "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
-    ids = [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
+    return [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
+
+
+def status_section(args, env: dict, context, work: Path, name: str, env_vars: dict, control: list) -> None:
+    import sqlite3
+
+    from runjob_core import monitor
+
+    ids = queue_jobs(args, context, work, name)
+    monitor.cycle(context, ids)  # every job recorded as queued: what follows changes nothing
+    squeue = [*control[:-1], f"squeue -h -u {shlex.quote(env['RUNJOB_TEST_SSH_USER'])}"]
+    status = [str(BIN / "runjob"), "status"]
+    cold_env = {**env_vars, "RUNJOB_WARM": "0"}
+    subprocess.run(squeue, check=True, capture_output=True)  # the shared connection is up
+    subprocess.run(status, cwd=work, env=env_vars, check=True, capture_output=True)  # the warm process is up
+    watcher = sqlite3.connect(work / ".runjob" / "state.db")
+    version = lambda: watcher.execute("PRAGMA data_version").fetchone()[0]  # noqa: E731 - moves on another connection's commit
+    wrote = []
+
+    def one_status(environ: dict) -> None:
+        before = version()
+        subprocess.run(status, cwd=work, env=environ, check=True, capture_output=True)
+        wrote.append(version() != before)
+
+    samples = time_interleaved([
+        lambda: subprocess.run(squeue, check=True, capture_output=True),
+        lambda: one_status(env_vars),
+        lambda: one_status(cold_env),
+    ], args.reps)
+    show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", [
+        ("ssh (ControlMaster) host squeue -h -u USER", samples[0]),
+        ("runjob status (the default: warm process, shared agent)", samples[1]),
+        ("runjob status, RUNJOB_WARM=0", samples[2]),
+    ], target="runjob status at most 1.2x")
+    print(f"  status processes that wrote to the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0)")
+    watcher.close()
+
+
+def poll_section(args, env: dict, context, transport, work: Path, name: str) -> None:
+    from runjob_core import monitor
+
+    ids = queue_jobs(args, context, work, name)
     rss_before = _rss_mib()
     # As `runjob watch` cycles: it keeps its observe leases (one writer per job) between cycles.
     watching = functools.partial(monitor.cycle, keep_leases=True)
