@@ -206,3 +206,12 @@ def test_full_run_after_a_failed_canary_warns_and_asks(project):
     forced = runjob("run", "fragile.yaml", "--yes", cwd=project, check=1)  # full job completes, but has no results
     assert "warning: the last canary" in forced.stderr
     assert "full run" in runjob("logs", "fragile", cwd=project, check=0).stdout
+
+
+def test_a_misspelt_backend_type_gets_a_did_you_mean_not_an_install_line(project):
+    (project / ".runjob").mkdir(exist_ok=True)
+    (project / ".runjob" / "clusters.yaml").write_text("clusters:\n  della:\n    type: slrum\n    host: h\n")
+    job_file(project, "typo", "true", cluster="della")
+    result = runjob("submit", "typo.yaml", "--yes", cwd=project, check=1)
+    assert "no backend named 'slrum'" in result.stderr and "did you mean 'slurm'?" in result.stderr, result.stderr
+    assert "pip install" not in result.stderr and "Traceback" not in result.stderr
