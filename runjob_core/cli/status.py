@@ -60,7 +60,9 @@ def _print(columns: list[str], rows: list[list], *, whole: tuple[str, ...], drop
     from runjob_core.cli import _plaintable
     from runjob_core.redact import redact
 
-    rows = [[redact(value) if isinstance(value, str) else value for value in row] for row in rows]
+    # Redacted in one pass (each call reads the whole environment for secret values).
+    cells = redact("\x00".join("" if value is None else str(value).replace("\x00", "") for row in rows for value in row)).split("\x00")
+    rows = [cells[i:i + len(columns)] for i in range(0, len(cells), len(columns))] if rows else []
     lines = _plaintable.render(columns, rows, width=_plaintable.terminal_width(), whole=whole, drop_order=drop_order)
     click.echo("\n".join(lines))
 
