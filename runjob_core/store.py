@@ -659,6 +659,19 @@ class Store:
                         " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?)"
                         " WHERE rn % 2 = 0 AND rn < ?)", (job_id, attempt, series, count))
 
+    def change_stamps(self) -> dict[str, list]:
+        """Job id -> what changes when anything of the job changes: the fields of its attempts
+        and the count and newest row id of its events, artifacts and metric points (the
+        dashboard rebuilds a job only when this moved). Four queries for every job."""
+        found: dict[str, list] = {}
+        for table in ("events", "artifacts", "metrics"):
+            for job_id, count, last in self._db.execute(f"SELECT job_id, COUNT(*), MAX(rowid) FROM {table} GROUP BY job_id"):
+                found.setdefault(job_id, []).append([table, count, last])
+        for row in self._db.execute("SELECT job_id, n, state, exit_code, started_at, ended_at, released_at, step, rows_done"
+                                    " FROM attempts ORDER BY job_id, n"):
+            found.setdefault(row[0], []).append(["attempt", *row[1:]])
+        return found
+
     def metrics(self, job_id: str, *, series: tuple[str, ...] = ()) -> list[tuple[int, str, float | None, float | None, float]]:
         """(attempt, series, step, ts, value) of a job (only *series* if given), by series, attempt and step."""
         where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
