@@ -200,6 +200,19 @@ def nf4_weight_bytes(counts: dict[str, int]) -> float:
     return linear * (0.5 + NF4_DQ_BYTES_PER_PARAM) + (total - linear) * 2.0
 
 
+#: Bytes per (sequence x vocabulary) element while vLLM V1's dummy sampler run profiles
+#: top-k/top-p sampling (vllm/v1/worker/gpu_model_runner.py ``_dummy_sampler_run`` sets
+#: both; vllm/v1/sample/ops/topk_topp_sampler.py ``apply_top_k_top_p``): the fp32 logits
+#: (4), their sorted copy (4) and int64 sort indices (8), the softmax/cumsum of the sorted
+#: values (4), the top-p mask (1) and the scattered result (4).
+SAMPLER_BYTES_PER_LOGIT = 25
+
+
+def vllm_sampler_bytes(a: Arch, max_num_seqs: int, tokens: int) -> float:
+    """Peak of the profile run's sampler over ``min(max_num_seqs, tokens)`` sequences."""
+    return min(max_num_seqs, tokens) * a.vocab * SAMPLER_BYTES_PER_LOGIT
+
+
 def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_seqs: int) -> float:
     """Peak of vLLM's profile forward over ``tokens`` tokens (per GPU).
 
@@ -208,8 +221,9 @@ def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_s
     i.e. ``tokens * act_bytes * (3*I/tp + 3*h)``; for fused MoE the three caches of
     ``fused_moe`` (tokens*top_k*(2*I_moe, I_moe)/tp and tokens*top_k*h). Fitted to the two
     profile runs of Llama-3.1-8B in vllm#10517 (20000 and 29000 tokens: 2.07 and 2.99 GiB,
-    i.e. 110 KB per token; the formula gives 110.6 KB). Plus the sampler's fp32 logits for
-    ``min(max_num_seqs, tokens)`` sequences.
+    i.e. 110 KB per token; the formula gives 110.6 KB). The sampler runs after the forward
+    has freed its transients, so the profile peak is the larger of the two
+    (:func:`vllm_sampler_bytes`); ``max_num_seqs`` 0 leaves the sampler out.
     """
     h = a.hidden
     dense = 3 * a.intermediate / tp
@@ -221,8 +235,7 @@ def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_s
         moe += 3 * shared / tp
         per_tok = moe if a.n_moe_layers == a.layers else max(moe, dense)
     layer = tokens * act_b * (per_tok + 3 * h)
-    sampler = min(max_num_seqs, tokens) * a.vocab * 4
-    return layer + sampler
+    return max(layer, vllm_sampler_bytes(a, max_num_seqs, tokens))
 
 
 def _gib(x: float) -> float:
@@ -514,6 +527,7 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "cuda_graphs_gib": _gib(graphs),
             "cuda_context_gib": _gib(context),
             "max_num_batched_tokens": mnbt,
+            "sampler_gib": _gib(vllm_sampler_bytes(a, kw["max_num_seqs"], mnbt)),
         },
         settings=_settings(kw, tp=tp, num_gpus=num_gpus, max_model_len=max_len),
     )
