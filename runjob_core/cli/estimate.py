@@ -190,6 +190,10 @@ def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
         console.print(f"[bold green]fits[/]: {est.headroom_gib:.2f} GiB headroom per GPU")
     else:
         console.print(f"[bold red]does not fit[/]: {-est.headroom_gib:.2f} GiB short per GPU")
+    for line in est.assumptions:
+        console.print(f"assumes: {line}")
+    if est.breakdown.get("max_seq_len_that_fits") is not None:
+        console.print(f"longest seq_len that fits at batch {est.settings.get('batch')}: {est.breakdown['max_seq_len_that_fits']:,} tokens")
     for n in est.notes:
         console.print(f"note: {n}")
     for s in est.suggestions:
