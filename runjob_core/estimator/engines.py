@@ -79,7 +79,8 @@ def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
     act = layer_act + logits
     context = m.CUDA_CONTEXT_GIB * GIB
     total = torch_peak + context
-    all_gpus = w_all + kv + kv_cat + layer_act + logits + n * context
+    # every GPU has its own peak: its layers' transients and the cat copy happen on each
+    torch_all = w_all + kv + n * (kv_cat + layer_act) + logits
     kv_tok = kv_tok_all / n
     return {
         "weights": w, "kv_tok": kv_tok, "kv": share_kv + kv_cat, "act": act, "torch_peak": torch_peak,
@@ -88,7 +89,8 @@ def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
         "num_gpus": n,
         "breakdown": {"cuda_context_gib": m.CUDA_CONTEXT_GIB, "kv_cache_cat_copy_gib": kv_cat / GIB,
                       "prompt_tokens": prompt_tokens, "prompt_logits_gib": logits / GIB,
-                      "total_all_gpus_gib": all_gpus / GIB,
+                      "torch_peak_all_gpus_gib": torch_all / GIB,
+                      "total_all_gpus_gib": (torch_all + n * context) / GIB,
                       "first_gpu_extra_gib": first / GIB, "last_gpu_extra_gib": (last if n > 1 else 0.0) / GIB},
         "notes": ["engine hf: memory grows with the sequences generated; nothing is reserved up front"]
         + ([f"layers spread over {n} GPUs (device_map='auto'); the figures are the busiest GPU's"] if n > 1 else []),
