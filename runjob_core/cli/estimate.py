@@ -57,6 +57,8 @@ import click
               help="QLoRA 4-bit base: bitsandbytes (HF/PEFT) or torchao (torchtune).")
 @click.option("--hf-prompt-logits", type=click.Choice(["last", "all"]), default="last", show_default=True,
               help="engine hf: prefill logits of the last position (transformers >= 4.45) or of all positions (older).")
+@click.option("--compile", "torch_compile", is_flag=True, default=False,
+              help="Training with a torch.compile'd loss (torchtune compile: True): no fp32 copies of the logits.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
 def command(
     model: str,
@@ -87,6 +89,7 @@ def command(
     loss: str,
     nf4_backend: str,
     hf_prompt_logits: str,
+    torch_compile: bool,
     as_json: bool,
 ) -> None:
     """Estimate peak GPU memory per GPU and whether the job fits.
@@ -126,6 +129,7 @@ def command(
         loss=loss,
         nf4_backend=nf4_backend,
         hf_prompt_logits=hf_prompt_logits,
+        torch_compile=torch_compile,
     )
     seen = _measured(est)
     if as_json:

@@ -65,7 +65,7 @@ def _training(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
         "standard": "loss: one fp32 cross entropy over all logits (16-bit logits, fp32 copy, fp32 log-softmax, gradient)",
         "chunked": "loss: chunked cross entropy (torchtune CEWithChunkedOutputLoss): fp32 copies one chunk of 8 at a time",
         "fused": "loss: fused linear + cross entropy: no full logits tensor",
-    }[kw["loss"]])
+    }[kw["loss"]] + ("; compiled: no fp32 copies of the logits, only their gradient" if kw["torch_compile"] else ""))
     shard = {0: "nothing sharded (every rank holds full model states)",
              1: "optimizer states sharded (ZeRO-1)",
              2: "optimizer states and gradients sharded, weights replicated (ZeRO-2 / FSDP SHARD_GRAD_OP)",

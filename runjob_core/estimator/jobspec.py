@@ -131,6 +131,7 @@ def estimate_args(job, cluster) -> tuple[str, str, str, dict[str, Any]] | None:
         "cpu_offload": bool(_bool(job, "cpu_offload")),
         "master_weights": not _bool(job, "pure_bf16"),
         "optimizer_in_bwd": bool(_bool(job, "optimizer_in_bwd")),
+        "torch_compile": bool(_bool(job, "compile")),
     }
     for key, allowed in (("loss", ("standard", "chunked", "fused")), ("nf4_backend", ("bnb", "torchao")),
                          ("hf_prompt_logits", ("last", "all"))):

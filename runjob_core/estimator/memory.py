@@ -288,6 +288,7 @@ def estimate(
     loss: str = "standard",
     nf4_backend: str = "bnb",
     hf_prompt_logits: str = "last",
+    torch_compile: bool = False,
     suggest: bool = True,
 ) -> MemoryEstimate:
     """Estimate the per-GPU peak memory of running ``model`` as ``kind`` on ``gpu``.
@@ -319,7 +320,8 @@ def estimate(
     QLoRA: ``bnb`` (bitsandbytes, keeps each 4-bit layer's input) or ``torchao`` (torchtune's
     NF4 tensors: frozen layers keep no input); ``hf_prompt_logits`` for engine hf: ``last``
     (transformers >= 4.45 projects only the last prompt position) or ``all`` (older versions:
-    fp32 logits for every prompt position).
+    fp32 logits for every prompt position); ``torch_compile`` (training): the loss is
+    compiled, which removes its fp32 copies (the only compile saving modelled).
     """
     ctx = _context(model)
     g = lookup_gpu(gpu)
@@ -355,6 +357,7 @@ def estimate(
         loss=loss,
         nf4_backend=nf4_backend,
         hf_prompt_logits=hf_prompt_logits,
+        torch_compile=torch_compile,
         suggest=suggest,
     )
 

@@ -41,7 +41,7 @@ from runjob_core.estimator.memory import (
 LOSS_CHUNKS = 8
 
 
-def logits_bytes(tokens: int, vocab: int, act_b: float, loss: str) -> float:
+def logits_bytes(tokens: int, vocab: int, act_b: float, loss: str, compiled: bool = False) -> float:
     """Peak bytes of the output logits, the loss and its gradient.
 
     ``standard`` (transformers' ForCausalLMLoss, torch CrossEntropyLoss on the whole output):
@@ -54,9 +54,17 @@ def logits_bytes(tokens: int, vocab: int, act_b: float, loss: str) -> float:
     ``2 + 4 + (4 + 4) / 8``. ``fused`` (a fused linear + cross entropy: torchtune's
     ``LinearCrossEntropyLoss``, Liger's ``FusedLinearCrossEntropy``, Apple's Cut Cross
     Entropy): no full logits tensor, one chunk's worth of the standard figure.
+
+    ``compiled`` (torch.compile of the loss, as torchtune's ``compile: True`` does with
+    ``training.compile_loss``): inductor fuses the upcast, log-softmax and NLL into one
+    kernel that saves only its 16-bit input and a per-row log-sum-exp, so the fp32 copies
+    are gone; the fp32 gradient remains (whole, or one chunk at a time when chunked).
     """
-    per = {"standard": act_b + 10.0, "chunked": act_b + 4.0 + 8.0 / LOSS_CHUNKS,
-           "fused": (act_b + 10.0) / LOSS_CHUNKS}[loss]
+    if compiled and loss != "fused":
+        per = act_b + (4.0 / LOSS_CHUNKS if loss == "chunked" else 4.0)
+    else:
+        per = {"standard": act_b + 10.0, "chunked": act_b + 4.0 + 8.0 / LOSS_CHUNKS,
+               "fused": (act_b + 10.0) / LOSS_CHUNKS}[loss]
     return tokens * vocab * per
 
 
@@ -172,7 +180,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         layers_act = tokens * (a.layers * act_b * a.hidden + per_layer)
     else:
         layers_act = tokens * a.layers * per_layer
-    logits = logits_bytes(tokens, a.vocab, act_b, kw["loss"])
+    logits = logits_bytes(tokens, a.vocab, act_b, kw["loss"], bool(kw["torch_compile"]))
     final = tokens * a.hidden * (4 + act_b)  # final RMSNorm: fp32 input + LM-head input
     activations = layers_act + logits + final
     gather = 0.0
@@ -251,6 +259,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "cuda_context_gib": CUDA_CONTEXT_GIB,
             "lora_params": lora_params,
             "tokens_per_gpu": tokens,
+            "total_all_gpus_gib": _gib(total) * n,  # every data-parallel rank holds the same
         },
         settings=_settings(kw, num_gpus=n),
     )

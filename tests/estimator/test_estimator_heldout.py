@@ -139,4 +139,5 @@ if __name__ == "__main__":  # python tests/estimator/test_estimator_heldout.py [
     for fam, (f_nok, f_n, f_vok, f_v) in by_family(res).items():
         print(f"{fam or '-'}: numbers {f_nok}/{f_n}, verdicts {f_vok}/{f_v}")
     n_ok, n, v_ok, v = summary(res)
-    print(f"numbers within tolerance: {n_ok}/{n} ({n_ok / n:.0%}); verdicts right: {v_ok}/{v} ({v_ok / v:.0%})")
+    print(f"numbers within tolerance: {n_ok}/{n} ({n_ok / max(1, n):.0%}); "
+          f"verdicts right: {v_ok}/{v} ({v_ok / max(1, v):.0%})")

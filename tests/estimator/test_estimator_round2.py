@@ -128,3 +128,18 @@ def test_a_bad_loss_in_a_job_names_the_key():
                             "params": {"loss": "cheap"}}, source="ft.yaml")
     with pytest.raises(RunjobError, match=r"\$\.params\.loss in ft.yaml: use standard, chunked, fused"):
         jobspec.estimate_args(job, cluster)
+
+
+def test_a_compiled_loss_keeps_no_fp32_copies_of_the_logits():
+    kw = dict(seq_len=4096, batch=2, grad_checkpointing=True)
+    for loss, eager_b, compiled_b in (("standard", 12.0, 6.0), ("chunked", 7.0, 2.5)):
+        eager = estimate("Llama-3.2-3B", "lora", "A100-80GB", loss=loss, **kw)
+        compiled = estimate("Llama-3.2-3B", "lora", "A100-80GB", loss=loss, torch_compile=True, **kw)
+        assert eager.breakdown["activations_logits_gib"] == pytest.approx(8192 * VOCAB_LLAMA3 * eager_b / GIB)
+        assert compiled.breakdown["activations_logits_gib"] == pytest.approx(8192 * VOCAB_LLAMA3 * compiled_b / GIB)
+    assert any("compiled" in line for line in compiled.assumptions)
+
+
+def test_training_reports_its_total_over_all_gpus():
+    est = estimate("Llama-3.1-8B", "full_ft", "H100", num_gpus=8, zero_stage=2)
+    assert est.breakdown["total_all_gpus_gib"] == pytest.approx(8 * est.total_gib)
