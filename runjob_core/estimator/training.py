@@ -170,6 +170,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         lora_dropout=kw["lora_dropout"],
         flash_attention=kw["flash_attention"],
         seq_len=kw["seq_len"],
+        adapter_bytes=LORA_DTYPES[(kw["lora_dtype"] or "fp32").lower()] if kind != "full_ft" else None,
     )
     # Korthikanti et al. 2022 (arXiv:2205.05198), section 4: without recomputation every layer
     # keeps its per-layer activations (``per_layer``, their s*b*h*(34 + 5*a*s/h) minus the

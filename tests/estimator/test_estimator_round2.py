@@ -38,14 +38,23 @@ def test_loss_modes_hold_what_their_code_keeps(loss, bytes_per_logit):
 
 def test_torchao_nf4_keeps_no_frozen_inputs_like_bitsandbytes_does():
     # adapters on q/v only: the MLP's frozen 4-bit layers are where the backends differ
-    kw = dict(seq_len=4096, batch=1, lora_rank=8, lora_dropout=0.0, lora_targets=["q_proj", "v_proj"])
+    kw = dict(seq_len=4096, batch=1, lora_rank=8, lora_dropout=0.0, lora_targets=["q_proj", "v_proj"], lora_dtype="bf16")
     bnb = estimate("Llama-3.1-8B", "qlora", "A100-80GB", **kw)
     torchao = estimate("Llama-3.1-8B", "qlora", "A100-80GB", nf4_backend="torchao", **kw)
-    lora = estimate("Llama-3.1-8B", "lora", "A100-80GB", lora_dtype="fp32", **kw)
+    lora = estimate("Llama-3.1-8B", "lora", "A100-80GB", **kw)
     assert torchao.breakdown["activation_bytes_per_token_layer"] == lora.breakdown["activation_bytes_per_token_layer"]
     # bnb keeps the inputs of q/k/v, gate/up (2h) and down (I); lora_A on q/v keeps the normed input (h)
     kept = bnb.breakdown["activation_bytes_per_token_layer"] - torchao.breakdown["activation_bytes_per_token_layer"]
     assert kept == 2 * (2 * 4096 + 14336 - 4096)
+
+
+def test_fp32_adapters_on_a_bf16_model_keep_a_cast_copy_of_each_adapted_input():
+    # PEFT lora.Linear.forward: x = self._cast_input_dtype(x, lora_A.weight.dtype)
+    kw = dict(seq_len=2048, batch=1, lora_rank=16, lora_dropout=0.0, lora_targets=["q_proj", "k_proj", "v_proj"])
+    shared = estimate("Llama-3.1-8B", "lora", "A100-80GB", lora_dtype="bf16", **kw)
+    cast = estimate("Llama-3.1-8B", "lora", "A100-80GB", lora_dtype="fp32", **kw)
+    per_layer = cast.breakdown["activation_bytes_per_token_layer"] - shared.breakdown["activation_bytes_per_token_layer"]
+    assert per_layer == 3 * 4 * 4096 - 2 * 4096  # three fp32 copies instead of one shared bf16 input
 
 
 def test_device_map_auto_puts_embedding_first_and_head_plus_logits_last():
