@@ -152,3 +152,17 @@ def test_a_compiled_loss_keeps_no_fp32_copies_of_the_logits():
 def test_training_reports_its_total_over_all_gpus():
     est = estimate("Llama-3.1-8B", "full_ft", "H100", num_gpus=8, zero_stage=2)
     assert est.breakdown["total_all_gpus_gib"] == pytest.approx(8 * est.total_gib)
+
+
+def test_a_local_job_that_prints_its_peak_leaves_a_memory_artifact(runjob_home):
+    from runjob_core import api
+
+    job = api.job_from_dict({"name": "peak", "command": "echo 'torch.cuda.max_memory_allocated() = 3.25 GiB'",
+                             "resources": {"time": "5m"}, "resume": {"auto": False}}, base_dir=runjob_home)
+    with api.open() as rj:
+        result = rj.run(job, force=True)
+        assert result.state.ok
+        store = rj._context.store
+        [memory] = [a for a in store.artifacts(store.find_job("peak").id) if a.kind == "memory"]
+    assert memory.data["gpu_peak_gib"] == 3.25 and memory.data["gpu_peak_from"] == "torch.cuda.max_memory_allocated"
+    assert memory.source == "runjob-local"

@@ -173,6 +173,24 @@ def _kill_group(pgid: int) -> None:
     _reap(pgid)
 
 
+def measured_memory(submission: Submission, context, job=None) -> Artifact | None:
+    """The GPU peak the job's log reports (a ``torch.cuda.max_memory_*`` or ``nvidia-smi``
+    print), next to the estimate of its spec, as the SLURM plugin records it
+    (:mod:`runjob_core.estimator.measured`). The log is streamed and only the lines that can
+    carry a peak are kept, so a long log costs no memory."""
+    from runjob_core.estimator import measured
+
+    path = Path(submission.log_path)
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8", errors="replace") as log:
+        lines = [line for line in log if "max_memory_" in line or "MiB" in line]
+    if not lines:
+        return None
+    job = job or context.store.get_job(submission.job_id).spec
+    return measured.memory_artifact(job, context.clusters[submission.cluster], "".join(lines), None, SOURCE)
+
+
 def collect(submission: Submission, dest: Path) -> list[Artifact]:
     """Copy the job's results folder into *dest* (only files that changed)."""
     source = Path(submission.results_dir)
