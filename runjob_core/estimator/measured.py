@@ -84,6 +84,22 @@ def memory_artifact(job, cluster, log_text: str, maxrss_text: str | None, source
     return peak_artifact(job, cluster, gpu[0] if gpu else None, gpu[1] if gpu else "", source, host_rss_bytes=rss)
 
 
+def log_file_artifact(job, cluster, path, source: str):
+    """:func:`memory_artifact` from a job log on this machine (a local job's log, a RunPod
+    pod's log once copied off the pod), or None when it is missing or reports no peak.
+
+    The file is streamed and only the lines that can carry a peak are kept (a torch
+    ``max_memory_*`` print or an nvidia-smi ``MiB`` line), so a long log costs no memory."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8", errors="replace") as log:
+        lines = [line for line in log if "max_memory_" in line or "MiB" in line]
+    return memory_artifact(job, cluster, "".join(lines), None, source) if lines else None
+
+
 def peak_artifact(job, cluster, gpu_peak_bytes: int | None, gpu_peak_from: str, source: str, *,
                   host_rss_bytes: int | None = None):
     """The ``memory`` artifact from a GPU peak a backend read itself, or None without a peak.

@@ -174,21 +174,14 @@ def _kill_group(pgid: int) -> None:
 
 
 def measured_memory(submission: Submission, context, job=None) -> Artifact | None:
-    """The GPU peak the job's log reports (a ``torch.cuda.max_memory_*`` or ``nvidia-smi``
-    print), next to the estimate of its spec, as the SLURM plugin records it
-    (:mod:`runjob_core.estimator.measured`). The log is streamed and only the lines that can
-    carry a peak are kept, so a long log costs no memory."""
+    """The GPU peak the job's log reports, next to the estimate of its spec, as the SLURM
+    plugin records it (:func:`runjob_core.estimator.measured.log_file_artifact`)."""
     from runjob_core.estimator import measured
 
-    path = Path(submission.log_path)
-    if not path.is_file():
-        return None
-    with path.open(encoding="utf-8", errors="replace") as log:
-        lines = [line for line in log if "max_memory_" in line or "MiB" in line]
-    if not lines:
+    if not Path(submission.log_path).is_file():
         return None
     job = job or context.store.get_job(submission.job_id).spec
-    return measured.memory_artifact(job, context.clusters[submission.cluster], "".join(lines), None, SOURCE)
+    return measured.log_file_artifact(job, context.clusters[submission.cluster], submission.log_path, SOURCE)
 
 
 def collect(submission: Submission, dest: Path) -> list[Artifact]:
