@@ -166,3 +166,18 @@ def test_a_local_job_that_prints_its_peak_leaves_a_memory_artifact(runjob_home):
         [memory] = [a for a in store.artifacts(store.find_job("peak").id) if a.kind == "memory"]
     assert memory.data["gpu_peak_gib"] == 3.25 and memory.data["gpu_peak_from"] == "torch.cuda.max_memory_allocated"
     assert memory.source == "runjob-local"
+
+
+def test_the_preflight_summary_lists_the_assumptions_under_the_breakdown():
+    from runjob_core.estimator import preflight
+
+    cluster = ClusterConfig(name="c", type="slurm", gpu_type="a100-80gb")
+    job = job_from_mapping({"name": "ft", "command": "python train.py", "template": "training",
+                            "model": {"name": "Llama-3.1-8B"}, "resources": {"gpus": 8},
+                            "params": {"method": "full_ft", "zero_stage": 2, "gradient_checkpointing": True}},
+                           source="ft.yaml")
+    est = preflight.memory_estimate(job, cluster, None, "runjob-core")
+    head, *assumed = est.summary.split("\n")
+    assert "GiB per GPU" in head
+    assert any("ZeRO-2" in line for line in assumed) and all(line.startswith("    assumes: ") for line in assumed)
+    assert est.data["assumptions"] and est.data["breakdown"]["max_seq_len_that_fits"] > 0
