@@ -204,7 +204,8 @@ def nf4_weight_bytes(counts: dict[str, int]) -> float:
 #: top-k/top-p sampling (vllm/v1/worker/gpu_model_runner.py ``_dummy_sampler_run`` sets
 #: both; vllm/v1/sample/ops/topk_topp_sampler.py ``apply_top_k_top_p``): the fp32 logits
 #: (4), their sorted copy (4) and int64 sort indices (8), the softmax/cumsum of the sorted
-#: values (4), the top-p mask (1) and the scattered result (4).
+#: values (4), the top-p mask (1) and the scattered result (4; later versions scatter in
+#: place with ``logits.scatter_``, 21 bytes): the larger, older figure is kept.
 SAMPLER_BYTES_PER_LOGIT = 25
 
 
