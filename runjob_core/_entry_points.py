@@ -29,6 +29,10 @@ class EntryPoint(NamedTuple):
     dist: str | None
     version: str | None
     group: str = "runjob"
+    #: A ``runjob.commands`` entry: its one-line help, or ``"BROKEN: ..."`` when it cannot be
+    #: loaded. Read once, when the installed distributions change (the scan below), so that
+    #: ``runjob --help`` lists plugin commands without importing any plugin.
+    help: str | None = None
 
     def load(self) -> Any:
         import importlib
@@ -38,6 +42,19 @@ class EntryPoint(NamedTuple):
         for part in filter(None, attribute.strip().split(".")):
             module = getattr(module, part)
         return module
+
+
+#: The cache's layout; a cache of another layout is scanned again.
+_FORMAT = 2
+
+
+def _command_help(ep: EntryPoint) -> str:
+    """A plugin command's one-line help, or what keeps it from loading."""
+    try:
+        command = ep.load()
+        return command.get_short_help_str(limit=80) or "(no help)"
+    except Exception as exc:  # a broken plugin: listed as broken, never hiding the other commands
+        return f"BROKEN: cannot be loaded ({type(exc).__name__}: {exc}); reinstall {ep.dist}"
 
 
 def _cache_key() -> list[list[Any]]:
@@ -66,7 +83,8 @@ def _all() -> list[EntryPoint]:
     try:
         cached = marshal.loads(cache.read_bytes())
         # marshal's format is the interpreter's: the version is part of what must match.
-        if cached["key"] == key and cached.get("groups") == list(GROUPS) and cached.get("python") == sys.version:
+        if (cached["key"] == key and cached.get("groups") == list(GROUPS) and cached.get("python") == sys.version
+                and cached.get("format") == _FORMAT):
             return [EntryPoint(*item) for item in cached["entry_points"]]
     except (OSError, ValueError, EOFError, KeyError, TypeError):
         pass  # no usable cache (first run, or a newer format): scan and write it
@@ -77,10 +95,12 @@ def _all() -> list[EntryPoint]:
         for group in GROUPS
         for ep in importlib.metadata.entry_points(group=group)
     ]
+    found = [ep._replace(help=_command_help(ep)) if ep.group == "runjob.commands" else ep for ep in found]
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        data = {"key": key, "groups": list(GROUPS), "python": sys.version, "entry_points": [list(ep) for ep in found]}
+        data = {"key": key, "groups": list(GROUPS), "python": sys.version, "format": _FORMAT,
+                "entry_points": [list(ep) for ep in found]}
         tmp.write_bytes(marshal.dumps(data))
         tmp.replace(cache)
     except OSError:
