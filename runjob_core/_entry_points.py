@@ -29,10 +29,6 @@ class EntryPoint(NamedTuple):
     dist: str | None
     version: str | None
     group: str = "runjob"
-    #: A ``runjob.commands`` entry: its one-line help, or ``"BROKEN: ..."`` when it cannot be
-    #: loaded. Read once, when the installed distributions change (the scan below), so that
-    #: ``runjob --help`` lists plugin commands without importing any plugin.
-    help: str | None = None
 
     def load(self) -> Any:
         import importlib
@@ -44,17 +40,43 @@ class EntryPoint(NamedTuple):
         return module
 
 
-#: The cache's layout; a cache of another layout is scanned again.
-_FORMAT = 2
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob"
 
 
-def _command_help(ep: EntryPoint) -> str:
-    """A plugin command's one-line help, or what keeps it from loading."""
+def _help_key(ep: EntryPoint) -> str:
+    return f"{ep.dist}=={ep.version}:{ep.name}={ep.value}"
+
+
+def command_helps() -> dict[str, str]:
+    """Plugin command -> its one-line help (or ``BROKEN: ...``), as last described by
+    :func:`describe_commands`. ``runjob --help`` reads only this: it imports no plugin."""
     try:
-        command = ep.load()
-        return command.get_short_help_str(limit=80) or "(no help)"
-    except Exception as exc:  # a broken plugin: listed as broken, never hiding the other commands
-        return f"BROKEN: cannot be loaded ({type(exc).__name__}: {exc}); reinstall {ep.dist}"
+        known = marshal.loads((_cache_dir() / "command-help.marshal").read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return {}  # not described yet: the listing says how to describe them
+    if not isinstance(known, dict):
+        return {}
+    return {ep.name: known[_help_key(ep)] for ep in entry_points("runjob.commands") if _help_key(ep) in known}
+
+
+def describe_commands() -> dict[str, str]:
+    """Load every plugin command once to read its one-line help (``runjob plugins`` and the
+    warm process do; they import the plugins anyway) and keep it for ``runjob --help``."""
+    described = {}
+    for ep in entry_points("runjob.commands"):
+        try:
+            described[_help_key(ep)] = ep.load().get_short_help_str(limit=80) or "(no help)"
+        except Exception as exc:  # a broken plugin: listed as broken, never hiding the other commands
+            described[_help_key(ep)] = f"BROKEN: cannot be loaded ({type(exc).__name__}: {exc}); reinstall {ep.dist}"
+    try:
+        _cache_dir().mkdir(parents=True, exist_ok=True)
+        tmp = _cache_dir() / f".command-help.{os.getpid()}"
+        tmp.write_bytes(marshal.dumps(described))
+        tmp.replace(_cache_dir() / "command-help.marshal")
+    except OSError:
+        pass  # a read-only home: described again next time
+    return {key.split(":", 1)[1].split("=", 1)[0]: text for key, text in described.items()}
 
 
 def _cache_key() -> list[list[Any]]:
@@ -83,8 +105,7 @@ def _all() -> list[EntryPoint]:
     try:
         cached = marshal.loads(cache.read_bytes())
         # marshal's format is the interpreter's: the version is part of what must match.
-        if (cached["key"] == key and cached.get("groups") == list(GROUPS) and cached.get("python") == sys.version
-                and cached.get("format") == _FORMAT):
+        if cached["key"] == key and cached.get("groups") == list(GROUPS) and cached.get("python") == sys.version:
             return [EntryPoint(*item) for item in cached["entry_points"]]
     except (OSError, ValueError, EOFError, KeyError, TypeError):
         pass  # no usable cache (first run, or a newer format): scan and write it
@@ -95,12 +116,10 @@ def _all() -> list[EntryPoint]:
         for group in GROUPS
         for ep in importlib.metadata.entry_points(group=group)
     ]
-    found = [ep._replace(help=_command_help(ep)) if ep.group == "runjob.commands" else ep for ep in found]
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        data = {"key": key, "groups": list(GROUPS), "python": sys.version, "format": _FORMAT,
-                "entry_points": [list(ep) for ep in found]}
+        data = {"key": key, "groups": list(GROUPS), "python": sys.version, "entry_points": [list(ep) for ep in found]}
         tmp.write_bytes(marshal.dumps(data))
         tmp.replace(cache)
     except OSError:

@@ -97,7 +97,10 @@ def preload() -> None:
 
     from runjob_core import templating
 
+    from runjob_core._entry_points import describe_commands
+
     pm, _infos = plugins.get_plugin_manager()  # imports every installed plugin; the manager itself is dropped
+    describe_commands()  # plugin commands' help for `runjob --help`, which imports none
     for _name, plugin in pm.list_name_plugin():
         _import_submodules(plugin)
     plugins.backend_infos(pm)  # and what backends import to describe themselves

@@ -1,7 +1,7 @@
 """Plugin commands as a stranger sees them: listed with their own one-line help, a broken
 one marked broken, one hidden by a core command of the same name said so; `runjob plugins`
-names each plugin's commands. `runjob --help` still imports no plugin (the help is read when
-the installed distributions change and cached with the entry points)."""
+names each plugin's commands. `runjob --help` still imports no plugin: the help is read by
+commands that load the plugins anyway (`runjob plugins`, the warm process) and cached."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def _fake_dist(root):
 def test_plugin_commands_are_listed_with_their_help_broken_and_hidden_ones_said_so(tmp_path):
     _fake_dist(tmp_path / "site")
     env = {"PYTHONPATH": str(tmp_path / "site"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    before = run_cli("--help", cwd=tmp_path, env=env)  # not described yet: --help imports no plugin to find out
+    assert "(run `runjob plugins` to describe it) [cmdplug]" in before.stdout
+    listed = run_cli("plugins", "--json", cwd=tmp_path, env=env)  # loads the plugins anyway: describes them
     shown = run_cli("--help", cwd=tmp_path, env=env)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
@@ -51,11 +54,10 @@ def test_plugin_commands_are_listed_with_their_help_broken_and_hidden_ones_said_
     assert "Plugin commands hidden by runjob's own" in shown.stdout
     assert "from cmdplug: runjob's 'status' runs instead" in shown.stdout
 
-    # The second time the listing comes from the cache: still no plugin imported.
+    # The listing comes from the cache: no plugin imported.
     again = run_cli("--help", cwd=tmp_path, env={**env, "PYTHONVERBOSE": "1"})
     assert "import 'cmdplug'" not in again.stderr and "Say hello" in again.stdout
 
-    listed = run_cli("plugins", "--json", cwd=tmp_path, env=env)
     [entry] = [e for e in json.loads(listed.stdout) if e["dist"] == "cmdplug"]
     commands = {c["name"]: c for c in entry["commands"]}
     assert commands["hello"] == {"name": "hello", "dist": "cmdplug", "help": "Say hello from a third-party plugin.", "hidden": False}

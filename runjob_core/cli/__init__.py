@@ -71,8 +71,11 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Plugin commands are listed without importing them: their help says where they come from.
-        extra = plugin_commands()
-        rows = [(name, COMMANDS[name][1] if name in COMMANDS else f"{extra[name].help or '(no help)'} [{extra[name].dist}]")
+        from runjob_core._entry_points import command_helps
+
+        extra, helps = plugin_commands(), command_helps()
+        rows = [(name, COMMANDS[name][1] if name in COMMANDS
+                 else f"{helps.get(name, '(run `runjob plugins` to describe it)')} [{extra[name].dist}]")
                 for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)

@@ -38,8 +38,9 @@ def command(as_json: bool) -> None:
 
 
 def _commands() -> list[dict]:
+    from runjob_core._entry_points import describe_commands, entry_points
     from runjob_core.cli import COMMANDS
-    from runjob_core._entry_points import entry_points
 
-    return [{"name": ep.name, "dist": ep.dist, "help": ep.help or "(no help)", "hidden": ep.name in COMMANDS}
+    helps = describe_commands()  # and kept for `runjob --help`
+    return [{"name": ep.name, "dist": ep.dist, "help": helps.get(ep.name, "(no help)"), "hidden": ep.name in COMMANDS}
             for ep in sorted(entry_points("runjob.commands"), key=lambda ep: ep.name)]
