@@ -50,3 +50,39 @@ def test_the_guides_backend_installs_and_passes_the_kit(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert re.search(r"\b1[0-9] passed\b", summary) and "failed" not in summary, summary
+
+
+def test_every_python_snippet_of_the_guide_imports_what_it_uses_and_runs(tmp_path):
+    """Each snippet, copied alone into a module of its own, imports and its hooks answer
+    through a real plugin manager (the backend and the kit are the test above)."""
+    import importlib.util
+
+    from runjob_core import plugins
+    from runjob_core.models import BackendInfo, Finding, Reference, Submission
+
+    snippets = [b for b in _blocks("python") if not b.startswith('"""runjob-shell') and "BackendContract" not in b]
+    assert len(snippets) >= 3
+    submission = Submission(job_id="rj-1", attempt=1, backend="shell", cluster="c", backend_job_id="1", tag="t",
+                            job_dir="/j", workdir="/j", log_path="/j/log", results_dir="/r", checkpoint_dir="/c",
+                            progress_path="/p", submitted_at=0.0, source="test")
+    answers = {}
+    for index, text in enumerate(snippets):
+        path = tmp_path / f"guide_snippet_{index}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # a NameError here: the snippet uses what it does not import
+        pm, _infos = plugins.get_plugin_manager(load_entrypoints=False)
+        pm.register(module, name=path.stem)
+        from runjob_core.context import offline_context
+
+        context = offline_context()
+        for name in ("runjob_backend_info", "runjob_references", "runjob_check_health"):
+            if hasattr(module, name):
+                kwargs = {"submission": submission, "window": "step 9\nloss scale underflow\n", "context": context}
+                answers[name] = getattr(module, name)(**{k: v for k, v in kwargs.items()
+                                                        if k in getattr(module, name).__code__.co_varnames})
+    assert isinstance(answers["runjob_backend_info"], BackendInfo)
+    assert all(isinstance(r, Reference) for r in answers["runjob_references"])
+    [finding] = answers["runjob_check_health"]
+    assert isinstance(finding, Finding) and finding.label == "loss_scale" and finding.line == 2
