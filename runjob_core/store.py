@@ -305,7 +305,7 @@ class Store:
                 # This runjob would misread or damage what the newer one keeps there.
                 raise RunjobError(f"{self.path} was written by a newer runjob (state schema {version}, usable from "
                                   f"schema {oldest}; this runjob has {SCHEMA_VERSION}): upgrade runjob "
-                                  "(pip install -U runjob), or set RUNJOB_HOME to another folder")
+                                  "(pip install -U runjob-core), or set RUNJOB_HOME to another folder")
             return  # newer, compatible: extra columns are ignored when reading
         if version == SCHEMA_VERSION:
             return

@@ -16,7 +16,7 @@ def build(tmp_path, project):
 def test_wheels_carry_templates_and_render_from_an_installed_copy(tmp_path):
     build(tmp_path / "wheels", REPO)
     build(tmp_path / "wheels", REPO / "plugins" / "local")
-    [core] = (tmp_path / "wheels").glob("runjob-0*.whl")
+    [core] = (tmp_path / "wheels").glob("runjob_core-0*.whl")
     names = zipfile.ZipFile(core).namelist()
     for template in ("base", "training", "vllm"):
         assert f"runjob_core/templates/{template}.sbatch.j2" in names

@@ -14,6 +14,8 @@ import sys
 
 import click
 
+from runjob_core._version import __version__
+
 #: name -> (module, one-line help). One module per command.
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("runjob_core.cli.init", "Write a commented .runjob/clusters.yaml and an example job."),
@@ -97,7 +99,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="runjob", message="runjob %(version)s")
+@click.version_option(version=__version__, message="runjob %(version)s")
 def cli() -> None:
     """Run ML jobs on SLURM, RunPod or this machine, from one job spec to a verified result.
 
