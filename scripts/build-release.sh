@@ -3,7 +3,8 @@
 #   1. a wheel and an sdist of each (python -m build) into $RUNJOB_DIST (default dist/)
 #   2. twine check --strict, and scripts/check_dist.py (one version everywhere, the pins, the package data)
 #   3. a fresh virtual environment that gets runjob from those files alone (dependencies from the index),
-#      then: runjob --version, runjob plugins (all five, no load error), runjob init + the local demo job.
+#      then: runjob --version, runjob plugins (all five, no load error), runjob init + the local demo job,
+#      and the plugin guide's example backend, installed against those files, run against the kit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${RUNJOB_VENV:-.venv}/bin/python
@@ -43,4 +44,14 @@ assert not missing and not broken, (missing, broken)
 print("[build] runjob plugins: " + ", ".join(sorted(found)) + ": no load error", file=sys.stderr)'
 "$fresh/venv/bin/runjob" init >/dev/null
 "$fresh/venv/bin/runjob" run examples/hello.yaml --yes >/dev/null
-log "OK: $(ls "$OUT" | wc -l) files in $OUT, installed from them alone, demo job completed"
+# The plugin guide's example backend, packaged as its reader would, installed against these wheels
+# (its runjob-core~= pin resolved by the built core) and run against the kit.
+cd - >/dev/null
+"$PY" -c 'import sys; sys.path.insert(0, "tests"); import test_plugin_guide as g; g.write_example_package(__import__("pathlib").Path(sys.argv[1]))' \
+  "$fresh/runjob-shell"
+"${pip[@]}" pytest "setuptools>=68" 2>&1 | grep -v '^WARNING: Location' || true
+"${pip[@]}" --no-index --no-build-isolation --find-links "$OUT" "$fresh/runjob-shell"
+(cd "$fresh/runjob-shell" && "$fresh/venv/bin/python" -m pytest -q -p no:cacheprovider tests >"$fresh/kit.log" 2>&1) \
+  || { tail -30 "$fresh/kit.log" >&2; log "the guide's example backend failed the kit against the built wheels"; exit 1; }
+log "the guide's example backend: $(tail -1 "$fresh/kit.log")"
+log "OK: $(ls "$OUT" | wc -l) files in $OUT, installed from them alone, demo job and the guide's backend passed"

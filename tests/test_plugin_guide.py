@@ -17,12 +17,12 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", GUIDE.read_text(), flags=re.S)
 
 
-def test_the_guides_backend_installs_and_passes_the_kit(tmp_path):
+def write_example_package(package: Path) -> Path:
+    """The guide's backend as the third-party package its reader would make (also used by
+    scripts/build-release.sh, which installs it against the built wheels)."""
     backend = next(b for b in _blocks("python") if b.startswith('"""runjob-shell'))
     kit = next(b for b in _blocks("python") if "class TestShellContract(BackendContract)" in b)
     pyproject = next(b for b in _blocks("toml") if 'name = "runjob-shell"' in b)
-
-    package = tmp_path / "runjob-shell"
     (package / "src" / "runjob_shell").mkdir(parents=True)
     (package / "src" / "runjob_shell" / "__init__.py").write_text(backend)
     (package / "pyproject.toml").write_text(
@@ -32,6 +32,11 @@ def test_the_guides_backend_installs_and_passes_the_kit(tmp_path):
     (package / "tests").mkdir()
     (package / "tests" / "test_shell_contract.py").write_text(kit)
     (package / "conftest.py").write_text('pytest_plugins = ["runjob_core.testing"]\n')
+    return package
+
+
+def test_the_guides_backend_installs_and_passes_the_kit(tmp_path):
+    package = write_example_package(tmp_path / "runjob-shell")
 
     # Installed as a user would, into a folder of its own: the suite's environment is untouched.
     site = tmp_path / "site"
