@@ -104,3 +104,28 @@ def test_resume_keeps_the_spec_hash(ctx):
     from runjob_core.config import spec_hash
 
     assert spec_hash(ctx.store.get_job(row.id).spec) == row.spec_hash
+
+
+SAVE_AND_EXIT = """\
+import os, sys
+from runjob_core.job import progress, RESUME_EXIT_CODE
+attempt = int(os.environ["RUNJOB_ATTEMPT"])
+progress(step=10 * attempt)
+sys.exit(0 if attempt >= int(sys.argv[1]) else RESUME_EXIT_CODE)
+"""
+
+
+def test_an_exit_75_save_is_reported_as_a_save_not_a_timeout(ctx, runjob_home):
+    (runjob_home / "save.py").write_text(SAVE_AND_EXIT)
+    row = run_to_end(ctx, {"name": "saver", "command": f"{sys.executable} save.py 2"})
+    assert [a.state for a in ctx.store.attempts(row.id)] == ["FAILED", "COMPLETED"]
+    message = ctx.store.events(row.id, kinds=("resuming",))[0].message
+    assert message.startswith("Job saved on the time-limit warning at step 10.") and "timed out" not in message
+
+
+def test_a_refusal_names_max_attempts_when_that_ran_out(ctx, runjob_home):
+    (runjob_home / "save.py").write_text(SAVE_AND_EXIT)
+    row = run_to_end(ctx, {"name": "saver", "command": f"{sys.executable} save.py 9",
+                           "resume": {"max_attempts": 2, "max_timeouts": 5}})
+    assert len(ctx.store.attempts(row.id)) == 2
+    assert "resume.max_attempts=2" in row.outcome and "max_timeouts" not in row.outcome
