@@ -129,3 +129,32 @@ def test_a_refusal_names_max_attempts_when_that_ran_out(ctx, runjob_home):
                            "resume": {"max_attempts": 2, "max_timeouts": 5}})
     assert len(ctx.store.attempts(row.id)) == 2
     assert "resume.max_attempts=2" in row.outcome and "max_timeouts" not in row.outcome
+
+
+def _trainer_folder(root: Path, step: int, state_text: str | None = None) -> Path:
+    """A checkpoint-N folder laid out as transformers.Trainer writes it (weights, optimizer, state)."""
+    folder = root / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
+    (folder / "optimizer.pt").write_bytes(b"x" * 64)
+    if state_text is None:
+        state_text = json.dumps({"global_step": step, "max_steps": 100, "log_history": []})
+    (folder / "trainer_state.json").write_text(state_text)
+    return folder
+
+
+def test_trainer_checkpoint_folders_count_without_the_marker(ctx):
+    from runjob_core import resume
+
+    row = run_to_end(ctx, {"name": "plain-trainer", "command": "true", "resume": {"auto": False}})
+    root = Path(ctx.store.latest_attempt(row.id).submission.checkpoint_dir)
+    _trainer_folder(root, 20)
+    _trainer_folder(root, 40)
+    _trainer_folder(root, 60, state_text='{"global_step": 60, "log_hi')  # killed while writing its last file
+    (root / "checkpoint-80").mkdir()  # killed before Trainer wrote its state at all
+    (root / "checkpoint-80" / "model.safetensors").write_bytes(b"\0" * 16)
+    ctx.store.update_attempt(row.id, 1, state="TIMEOUT")
+    ctx.store.set_job(row.id, outcome=None)
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    assert (plan.checkpoint, plan.step) == (str(root / "checkpoint-40"), 40)
