@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _cyclememo, _watch, lifecycle, plugins
+from runjob_core import _cyclememo, _log_progress, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
@@ -255,6 +255,8 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     window, offset = ("", None) if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
+        if not (progress and isinstance(progress.get("step"), int)):
+            updates.update(_log_progress.updates(attempt, window))  # a plain Trainer script's bar
     if progress or window:
         metrics_history.observe(context, transport, attempt, submission, progress, window)
     findings: list[Finding] = []

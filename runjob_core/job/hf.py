@@ -15,7 +15,9 @@ The callback
 * turns the time-limit warning (the signal, or the stop file ``RUNJOB_STOP_FILE`` that
   workers under torchrun/accelerate see) into "save a checkpoint and exit 75" on every
   rank at the same step;
-* makes a resume that is already at ``max_steps`` a no-op (no step past the end).
+* makes a resume that is already at ``max_steps`` a no-op: the process exits 0 from
+  ``train()`` before Trainer would take a step past the end (the code after ``train()``
+  does not run in that attempt).
 
 Importing this module imports transformers; ``runjob_core.job`` itself never does. A plain
 PyTorch loop gets the same from :func:`runjob_core.job.should_stop`,
@@ -60,10 +62,12 @@ class RunjobCallback(TrainerCallback):
         if threading.current_thread() is threading.main_thread():
             on_preempt_signal()  # USR1 sets should_stop(); the default action would kill the job
         if state.max_steps and state.global_step >= state.max_steps:
-            # A resume of a finished run: Trainer would still take one step before its own
-            # end-of-training check (4001 of 4000). The step loop honours this flag first.
-            control.should_training_stop = True
-            print(f"[runjob] already at step {state.global_step} of {state.max_steps}: nothing left to train", flush=True)
+            # A resume from the checkpoint at max_steps: Trainer (transformers 5) would still
+            # take one step before its end-of-training check (4001 of 4000), and nothing in
+            # its loop can skip that step, so the process ends here, successfully.
+            print(f"[runjob] already at step {state.global_step} of {state.max_steps}: nothing left to train; "
+                  "exiting 0 before Trainer takes a step past max_steps", flush=True)
+            raise SystemExit(0)
 
     def on_train_end(self, args, state, control, **kwargs):
         if self.stopped_to_resume:
@@ -74,7 +78,8 @@ class RunjobCallback(TrainerCallback):
     # ---------------------------------------------------------------- steps
 
     def on_step_end(self, args, state, control, **kwargs):
-        if _agreed_stop(should_stop()):
+        finished = bool(state.max_steps) and state.global_step >= state.max_steps
+        if _agreed_stop(should_stop()) and not finished:  # at the last step, just finish
             control.should_save = True
             control.should_training_stop = True
             self.stopped_to_resume = True
@@ -102,11 +107,17 @@ class RunjobCallback(TrainerCallback):
         checkpoint_saved(folder, step=state.global_step, save_seconds=took, total=state.max_steps or None)
 
 
+#: Trainer's end-of-run summary (logged once, at the end): not curves, and a one-point
+#: chart of each would crowd the dashboard. ``train_loss`` is the run's mean loss.
+_SUMMARY_KEYS = {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss",
+                 "epoch"}
+
+
 def _numbers(logs: Dict[str, Any]) -> Dict[str, float]:
     """The logged values that are finite numbers (transformers 5 may log them as strings)."""
     out = {}
     for key, value in logs.items():
-        if isinstance(value, bool):
+        if isinstance(value, bool) or key in _SUMMARY_KEYS:
             continue
         try:
             number = float(value)

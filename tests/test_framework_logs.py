@@ -1,0 +1,39 @@
+"""What runjob reads from real framework output, recorded from the real frameworks
+(tests/data/framework_logs: transformers 5.18 Trainer on torch 2.13 CPU, the frameworks
+tier's tiny GPT-2; trainer5_stop_file.log is tests/frameworks/jobs/train_tiny.py with
+--callback, stopped by the stop file at step 17 of 200)."""
+
+from pathlib import Path
+
+import attrs
+
+from runjob_core import _log_progress
+from runjob_core.reporting import logmetrics
+
+LOGS = Path(__file__).parent / "data" / "framework_logs"
+
+
+def test_transformers_5_string_numbers_are_metrics():
+    text = (LOGS / "trainer5_stop_file.log").read_text()
+    found = logmetrics.parse(text)
+    assert found == [(None, {"loss": 2.048, "grad_norm": 1.533, "learning_rate": 0.000955})]  # the summary is no curve
+
+
+def test_the_training_bar_gives_the_step_of_a_plain_trainer_script():
+    text = (LOGS / "trainer5_stop_file.log").read_text()
+    assert _log_progress.step_from_log(text) == (17, 200)  # not Map's 400/400 nor the weights' 28/28
+    assert _log_progress.step_from_log("Map: 100%|####| 400/400 [00:00<00:00, 4343.74 examples/s]\n") is None
+    # An evaluation bar between training steps does not count as the step.
+    text = "\r 40%|####      | 40/100 [00:10<00:15, 4.00it/s]\n\r 50%|#####     | 2/4 [00:00<00:00, 9.1it/s]\n"
+    assert _log_progress.step_from_log(text) == (40, 100)
+
+
+@attrs.define
+class _Attempt:
+    step: int | None
+
+
+def test_the_step_only_moves_forward():
+    window = "\r  5%|5         | 10/200 [00:03<00:42,  4.52it/s]"
+    assert _log_progress.updates(_Attempt(None), window) == {"step": 10}
+    assert _log_progress.updates(_Attempt(12), window) == {}
