@@ -37,3 +37,37 @@ def test_the_step_only_moves_forward():
     window = "\r  5%|5         | 10/200 [00:03<00:42,  4.52it/s]"
     assert _log_progress.updates(_Attempt(None), window) == {"step": 10}
     assert _log_progress.updates(_Attempt(12), window) == {}
+
+
+def _scan(name: str):
+    from runjob_health._scan import scan_file
+
+    return [hit for hit in scan_file(LOGS / name) if hit.label == "traceback"]
+
+
+def test_a_failing_torchrun_rank_is_reported_with_its_own_exception():
+    # Recorded: torchrun --nproc_per_node 2 tests/frameworks/jobs/fail_rank.py (torch 2.13, gloo).
+    # Rank 1 raised; rank 0 then died in all_reduce with "Connection closed by peer".
+    hits = _scan("torchrun2_failing_rank.log")
+    assert len(hits) == 1 and hits[0].line == 9
+    assert "ValueError: bad batch at step 10 on rank 1" in hits[0].message and "closed by peer" not in hits[0].message
+
+
+def test_a_progress_bar_glued_to_the_traceback_line_is_stripped():
+    # The same log with the newline after rank 1's progress bar removed, as a \\r-redrawn tqdm
+    # bar leaves it when the traceback follows on the same line.
+    hits = _scan("torchrun2_failing_rank_glued.log")
+    assert len(hits) == 1 and "ValueError: bad batch at step 10 on rank 1" in hits[0].message
+
+
+def test_a_chained_exception_is_still_one_traceback_ending_in_the_last():
+    text = (b"Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\n"
+            b"KeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+            b"Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n"
+            b"RuntimeError: lookup failed\n")
+    from runjob_health._scan import LogScanner
+
+    scanner = LogScanner()
+    hits = scanner.feed(text) + scanner.finish()
+    tracebacks = [h for h in hits if h.label == "traceback"]
+    assert len(tracebacks) == 1 and "RuntimeError: lookup failed" in tracebacks[0].message

@@ -68,6 +68,19 @@ _EXC_RX = re.compile(P.TB_EXC)
 _STRUCT_RX = re.compile(P.TB_STRUCTURAL)
 _EXIT_RX = re.compile(P.TB_EXIT)
 _PROGRESS_RX = re.compile(P.TB_PROGRESS)
+#: Python's words between the tracebacks of one chained exception.
+_CHAINED_RX = re.compile(rb"During handling of the above exception|The above exception was the direct cause")
+#: The end of a tqdm bar ("... 12.3it/s]", "... 2.1s/it]") left on the line a traceback starts on.
+_BAR_END_RX = re.compile(rb".*(?:it/s|s/it|\?it/s)\]")
+
+
+def _without_progress_bar(prefix: bytes) -> bytes:
+    """A traceback header's prefix without the progress bar drawn before it on the same line
+    (``\r``-redrawn, no newline): what stays is the per-process label (``[rank1]:``) that the
+    following lines of the traceback carry too."""
+    prefix = prefix.rsplit(b"\r", 1)[-1]
+    bar = _BAR_END_RX.match(prefix)
+    return prefix[bar.end():] if bar is not None else prefix
 _ERRORISH_RX = re.compile(P.TB_ERRORISH)
 _KILLED_RX = re.compile(P.KILLED)
 _EXIT137_RX = re.compile(P.EXIT137)
@@ -128,6 +141,7 @@ class _Event:
     n_records: int = 0
     exit_seen: bool = False
     explained: bool = False
+    chained: bool = False               # "During handling of the above exception..." seen after it
     held: list = field(default_factory=list)
 
 
@@ -371,8 +385,9 @@ class LogScanner:
         hdr = _HEADER_RX.search(rec)
         if ev is None:
             if hdr is not None:
-                prefix = rec[:hdr.start()].rstrip()
-                content = rec[len(prefix):]
+                cleaned = _without_progress_bar(rec[:hdr.start()])
+                prefix = cleaned.rstrip()
+                content = cleaned[len(prefix):] + rec[hdr.start():]
                 indent = len(content) - len(content.lstrip())
                 self._open_event(line, prefix, indent, headless=False)
                 return
@@ -384,8 +399,16 @@ class LogScanner:
                 self._open_event(line, prefix, max(0, indent - 1), headless=True)
             return
         ev.n_records += 1
+        if ev.phase == "after" and _CHAINED_RX.search(rec) is not None:
+            ev.chained = True
         if hdr is not None:
-            ev.phase = "body"
+            if ev.exc_line and not ev.chained:
+                # Another process's traceback (a torchrun rank that died of the first one's
+                # exit): the first is complete, and the first exception is the cause.
+                self._decide()
+                self._traceback_step(rec, line, had_label)
+                return
+            ev.phase, ev.chained = "body", False
             return
         content = self._strip_prefix(rec, ev.prefix)
         body = content.lstrip()

@@ -1,0 +1,83 @@
+"""HF Trainer through runjob on the real SLURM cluster, as users write it: with
+RunjobCallback, and as a plain script that calls nothing of runjob's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runjob_core import lifecycle, monitor
+from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+@pytest.fixture
+def ctx(runjob_home, slurm_env, project):
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
+    context = lifecycle.open_context()
+    yield context
+    for job_id in {a.job_id for a in context.store.active_attempts()}:
+        lifecycle.cancel(context, context.store.get_job(job_id))
+    context.close()
+
+
+def submit(ctx, name, command, **fields):
+    job = BackendContract().job_spec(name, command, workdir="project", env=OFFLINE, **fields)
+    row, _ = lifecycle.submit(ctx, job, lifecycle.cluster_for(ctx, job))
+    return row
+
+
+def remote_json(ctx, path):
+    return json.loads(ctx.transport(ctx.clusters["under-test"]).read_text(path))
+
+
+def checkpoints(ctx, row):
+    transport = ctx.transport(ctx.clusters["under-test"])
+    root = ctx.store.latest_attempt(row.id).submission.checkpoint_dir
+    return sorted({info.path.split("/", 1)[0] for info in transport.listdir_recursive(root)})
+
+
+def test_trainer_with_the_callback_saves_on_the_warning_and_ends_at_max_steps(ctx, frameworks_python):
+    # With a 1-minute limit SLURM sends the warning at its first check (up to 60 s early),
+    # 15-30 s in. The first attempt's steps are slow (0.5 s): it cannot finish before the
+    # warning on any machine. Later ones run at full speed; each saves if warned again.
+    row = submit(ctx, "hf-callback",
+                 f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 80 --save-steps 50 "
+                 "--callback --step-seconds 0.5 --slow-attempts 1",
+                 template="training", resources={"time": "1"}, checkpoint={"signal_margin": 10},
+                 resume={"max_attempts": 8})
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    attempts = ctx.store.attempts(row.id)
+    assert attempts[-1].state == "COMPLETED", [(a.state, a.exit_code, a.reason) for a in attempts]
+    # Every attempt before the last saved on the warning (exit 75), none lost its work to SIGTERM.
+    assert [(a.state, a.exit_code) for a in attempts[:-1]] == [("FAILED", 75)] * (len(attempts) - 1) and len(attempts) >= 2
+    summary = remote_json(ctx, attempts[-1].submission.results_dir + "/summary.json")
+    assert summary["global_step"] == 80 and summary["attempt"] == len(attempts)
+    assert all(f"checkpoint-{n}" not in checkpoints(ctx, row) for n in range(81, 85))
+    resumed = [e.message for e in ctx.store.events(row.id, kinds=("resuming",))]
+    assert resumed[0].startswith("Job saved on the time-limit warning at step ") and "checkpoint-" in resumed[0]
+    # The callback reported the step and the loss; the monitor read them.
+    assert attempts[0].step and 0 < attempts[0].step < 80
+
+
+def test_a_plain_trainer_script_times_out_and_resumes_from_its_own_checkpoints(ctx, frameworks_python):
+    # The first attempt's 160 steps of 0.5 s cannot end before SLURM's kill (60-90 s in);
+    # the resumed one runs at full speed.
+    row = submit(ctx, "hf-plain",
+                 f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 160 --save-steps 20 "
+                 "--step-seconds 0.5 --slow-attempts 1",
+                 resources={"time": "1"})
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    attempts = ctx.store.attempts(row.id)
+    assert attempts[0].state == "TIMEOUT" and attempts[-1].state == "COMPLETED", \
+        [(a.state, a.exit_code, a.reason, a.step) for a in attempts]
+    # No marker, no progress() call: the step came from Trainer's own bar in the log.
+    assert attempts[0].step and attempts[0].step > 0
+    resumed = ctx.store.events(row.id, kinds=("resuming",))[0].message
+    assert "Resuming from checkpoint " in resumed and "/checkpoint-" in resumed
+    summary = remote_json(ctx, attempts[-1].submission.results_dir + "/summary.json")
+    assert summary["global_step"] == 160
+    assert "checkpoint-161" not in checkpoints(ctx, row)
