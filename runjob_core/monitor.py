@@ -451,7 +451,8 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
     if status.exit_code == RESUME_EXIT_CODE:
         what = "saved on the time-limit warning"  # exit 75: nothing was lost, unlike a timeout
     source = f"checkpoint {plan.checkpoint}" if plan.checkpoint else "its results so far"
-    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
+    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source,
+                  resume_step=plan.step)  # the report's steps lost per resume
     try:
         lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=attempt.n)
     except RunjobError as exc:

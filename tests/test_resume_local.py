@@ -158,3 +158,34 @@ def test_trainer_checkpoint_folders_count_without_the_marker(ctx):
     ctx.store.set_job(row.id, outcome=None)
     plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
     assert (plan.checkpoint, plan.step) == (str(root / "checkpoint-40"), 40)
+
+
+TRAIN_AND_SAVE = """\
+import json, os, sys
+from pathlib import Path
+from runjob_core.job import checkpoint_saved, exit_to_resume, progress
+total = json.load(open(os.environ["RUNJOB_PARAMS"]))["max_steps"]
+start = int(os.environ.get("RUNJOB_RESUME_STEP") or 0)
+first = os.environ["RUNJOB_ATTEMPT"] == "1"
+for step in range(start + 1, total + 1):
+    progress(step=step, loss=10.0 / step)
+    if step % 20 == 0:
+        folder = Path(os.environ["RUNJOB_CHECKPOINT_DIR"]) / f"step-{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "state.json").write_text(json.dumps({"step": step}))
+        checkpoint_saved(folder, step=step)
+    if first and step == 30:
+        exit_to_resume()  # 10 steps past the checkpoint at 20: redone by the next attempt
+"""
+
+
+def test_the_report_has_a_training_section(ctx, runjob_home):
+    from runjob_core.reporting import render, report
+
+    (runjob_home / "train.py").write_text(TRAIN_AND_SAVE)
+    row = run_to_end(ctx, {"name": "trainer", "template": "training", "command": f"{sys.executable} train.py",
+                           "params": {"max_steps": 50}})
+    assert [a.state for a in ctx.store.attempts(row.id)] == ["FAILED", "COMPLETED"]
+    built = report.build_report(ctx.store, row)
+    assert built["training"] == {"steps_done": 50, "steps_total": 50, "final_loss": 0.2, "steps_lost_per_resume": [10]}
+    assert ("training", "step 50 of 50, final loss 0.2, steps redone per resume: 10") in render.statistics_rows(built)

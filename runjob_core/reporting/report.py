@@ -55,6 +55,9 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
                        "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
     }
+    from runjob_core.reporting import training
+
+    report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",)))
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
     report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
     if row.kind == "canary":
