@@ -71,3 +71,12 @@ def test_a_chained_exception_is_still_one_traceback_ending_in_the_last():
     hits = scanner.feed(text) + scanner.finish()
     tracebacks = [h for h in hits if h.label == "traceback"]
     assert len(tracebacks) == 1 and "RuntimeError: lookup failed" in tracebacks[0].message
+
+
+def test_torchrun_workers_that_saved_on_the_stop_file_raise_no_finding():
+    # Recorded: torchrun --nproc_per_node 2 train_tiny.py --callback, $RUNJOB_STOP_FILE touched
+    # mid-run: both ranks saved checkpoint-12 and exited 75; torchrun raised ChildFailedError
+    # (exit 1), which the job script turns back into 75. A "stop" here would refuse the resume.
+    assert _scan("torchrun2_saved_on_stop_file.log") == []
+    text = (LOGS / "torchrun2_saved_on_stop_file.log").read_text()
+    assert text.count("[runjob] saved at step 12 on the time-limit warning") == 2  # both ranks, the same step

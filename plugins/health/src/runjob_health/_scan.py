@@ -68,6 +68,11 @@ _EXC_RX = re.compile(P.TB_EXC)
 _STRUCT_RX = re.compile(P.TB_STRUCTURAL)
 _EXIT_RX = re.compile(P.TB_EXIT)
 _PROGRESS_RX = re.compile(P.TB_PROGRESS)
+#: The exception torchrun (torch.distributed.elastic) raises when any worker exits non-zero.
+_LAUNCHER_SUMMARY = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+_WORKER_EXIT_RX = re.compile(rb"\bexitcode\s*:\s*(-?\d+)")
+#: runjob_core.job.RESUME_EXIT_CODE: saved on the time-limit warning, resume me.
+RESUME_EXIT_CODE = 75
 #: Python's words between the tracebacks of one chained exception.
 _CHAINED_RX = re.compile(rb"During handling of the above exception|The above exception was the direct cause")
 #: The end of a tqdm bar ("... 12.3it/s]", "... 2.1s/it]") left on the line a traceback starts on.
@@ -142,6 +147,7 @@ class _Event:
     exit_seen: bool = False
     explained: bool = False
     chained: bool = False               # "During handling of the above exception..." seen after it
+    worker_exits: list = field(default_factory=list)  # torchrun's summary: each failed worker's exit code
     held: list = field(default_factory=list)
 
 
@@ -428,6 +434,15 @@ class LogScanner:
                 self._decide()
             return                                  # code line of a frame
         # a line that is not part of the traceback text: lookahead
+        if ev.exc_text.startswith(_LAUNCHER_SUMMARY):
+            # torchrun's summary lists each failed worker's exit code: read them all first.
+            code = _WORKER_EXIT_RX.search(rec)
+            if code is not None:
+                ev.worker_exits.append(int(code.group(1)))
+            ev.n_after += 1
+            if ev.n_after >= LOOKAHEAD_LINES or ev.n_records > EVENT_MAX_RECORDS:
+                self._decide()
+            return
         if _EXIT_RX.search(rec) is not None:
             ev.exit_seen = True
             self._decide()
@@ -453,6 +468,10 @@ class LogScanner:
         for label, line, text, how in ev.held:
             self._out.append(_make_hit(label, line, text, caught=caught, **how))
         if ev.held or ev.explained:
+            return
+        if ev.worker_exits and set(ev.worker_exits) == {RESUME_EXIT_CODE}:
+            # torchrun's summary of workers that all saved on the time-limit warning and
+            # exited 75: no error, and a "stop" would refuse the resume the job asked for.
             return
         line = ev.exc_line or ev.start_line
         last = self._last_match.get("traceback")
