@@ -189,3 +189,15 @@ def test_the_report_has_a_training_section(ctx, runjob_home):
     built = report.build_report(ctx.store, row)
     assert built["training"] == {"steps_done": 50, "steps_total": 50, "final_loss": 0.2, "steps_lost_per_resume": [10]}
     assert ("training", "step 50 of 50, final loss 0.2, steps redone per resume: 10") in render.statistics_rows(built)
+
+
+def test_a_launcher_that_turns_a_save_into_exit_1_still_reports_75(ctx, runjob_home):
+    # torchrun exits 1 when its workers exit 75; exit_to_resume() left $RUNJOB_STOP_FILE.saved.
+    (runjob_home / "save.py").write_text(SAVE_AND_EXIT.replace("sys.exit(0 if", "from runjob_core.job import exit_to_resume\n"
+                                                                "exit_to_resume() if attempt < int(sys.argv[1]) else sys.exit(0)\nsys.exit(0 if"))
+    row = run_to_end(ctx, {"name": "launched", "template": "training",
+                           "command": f"{sys.executable} save.py 2 || exit 1"})
+    attempts = ctx.store.attempts(row.id)
+    assert [(a.state, a.exit_code) for a in attempts] == [("FAILED", 75), ("COMPLETED", 0)]
+    log = Path(attempts[0].submission.log_path).read_text()
+    assert "the job saved on the time-limit warning (exit 1): exit 75, resume me" in log
