@@ -408,6 +408,9 @@ def _next_steps(row, spec, state, report) -> list[str]:
         steps.append("fix the data: validation found empty or missing fields")
     if state == "FAILED" and not oom:
         steps.append(f"read why it failed: `runjob logs {row.id}`")
+    elif state == "CANCELLED" and (row.outcome or "").startswith("stopped:") and not oom:
+        # runjob stopped it on a health finding (a torchrun rank's exception): not "done".
+        steps.append(f"runjob stopped it ({row.outcome}): read why in `runjob logs {row.id}`, fix it, run again")
     closing = report["closing"]
     if state == "COMPLETED" and not closing["complete"]:
         for item in closing["missing"]:

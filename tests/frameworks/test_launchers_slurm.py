@@ -35,13 +35,14 @@ def test_torchrun_with_a_failing_rank_reports_that_ranks_exception(ctx, framewor
     torchrun = Path(frameworks_python).parent / "torchrun"
     row = run(ctx, "torchrun-fail", f"{torchrun} --standalone --nproc_per_node 2 fail_rank.py --fail-rank 1")
     attempts = ctx.store.attempts(row.id)
-    assert [a.state for a in attempts] == ["FAILED"]  # a crash is not resumed
+    # The exception stops the job at once (torchrun would wait for its other rank's timeout),
+    # unless torchrun ended first; either way it is not resumed.
+    assert len(attempts) == 1 and attempts[0].state in ("CANCELLED", "FAILED"), attempts
     errors = [e.message for e in ctx.store.events(row.id, kinds=("finding",)) if e.data.get("label") == "traceback"]
     assert errors and "ValueError: bad batch at step 10 on rank 1" in errors[0]
     assert not any("closed by peer" in message for message in errors)
     built = report.build_report(ctx.store, row)
-    assert built["next_step"].startswith("read why it failed") or "fix" in built["next_step"].lower(), built["next_steps"]
-    assert not built["next_step"].startswith("done")
+    assert "runjob logs" in built["next_step"] and not built["next_step"].startswith("done"), built["next_steps"]
 
 
 def test_accelerate_launch_starts_two_cpu_processes(ctx, frameworks_python):
@@ -56,4 +57,4 @@ def test_accelerate_launch_starts_two_cpu_processes(ctx, frameworks_python):
     transport = ctx.transport(ctx.clusters["under-test"])
     rows = [json.loads(line) for line in transport.read_text(attempt.submission.results_dir + "/ranks.jsonl").splitlines()]
     assert sorted(r["rank"] for r in rows) == [0, 1]
-    assert all(r["world"] == 2 and r["type"] == "MULTI_CPU" and r["all_reduced"] == 2 for r in rows)
+    assert all(r["world"] == 2 and r["type"].endswith("MULTI_CPU") and r["all_reduced"] == 2 for r in rows)
