@@ -85,9 +85,9 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
     estimates = plugins.call_each(caller, {"job": job, "cluster": cluster, "context": context},
                                   on_error=lambda name, exc: plugin_failed(context, None, "runjob_estimate", name, exc))
     if any("time" in e.data for e in estimates):
-        from runjob_core.estimator import time_gate  # the time model's GPU-hours at the backend's price
+        from runjob_core.estimator import time_gate  # segments against the limit, GPU-hours at the backend's price
 
-        estimates = time_gate.with_cost(estimates)
+        estimates = time_gate.finish(job, estimates)
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
     # An estimate may warn without refusing (a job that needs resume segments): data["warnings"].

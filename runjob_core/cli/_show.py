@@ -37,14 +37,20 @@ class LiveTable:
         if self._live is not None:
             self._live.__exit__(*exc)
 
-    def update(self, result) -> None:
+    def update_with_etas(self, store):
+        """The ``on_cycle`` callback: redraw with each running job's ETA (read only when drawn)."""
+        return lambda result: self.update(result, live_etas(store, result) if self._live is not None else None)
+
+    def update(self, result, etas: dict | None = None) -> None:
+        """Redraw; *etas* maps job ids to :func:`runjob_core.estimator.eta.eta_of` answers."""
         if self._live is None:
             return
         from rich.progress_bar import ProgressBar
         from rich.table import Table
 
         table = Table(show_edge=False)
-        for column in ("job", "id", "attempt", "state", "elapsed", "progress", "findings"):
+        etas = etas or {}
+        for column in ("job", "id", "attempt", "state", "elapsed", "progress", "eta", "findings"):
             table.add_column(column)
         for view in result.views.values():
             progress = "-"
@@ -53,9 +59,32 @@ class LiveTable:
             elif view.step is not None or view.rows_done is not None:
                 progress = f"step {view.step}" if view.step is not None else f"{view.rows_done} rows"
             state = view.state + (f" ({view.reason})" if view.reason else "")
+            eta = etas.get(view.job_id)
+            eta_text = "-"
+            if eta:
+                from runjob_core.estimator.time_job import hms
+
+                eta_text = hms(eta["remaining_seconds"]) + (" [yellow](over the time limit)[/]" if eta["warning"] else "")
             table.add_row(view.name, view.job_id, str(view.attempt), state,
-                          fmt_duration(view.started_at, view.ended_at), progress, ", ".join(view.findings) or "-")
+                          fmt_duration(view.started_at, view.ended_at), progress, eta_text, ", ".join(view.findings) or "-")
         self._live.update(table)
+
+
+def live_etas(store, result) -> dict:
+    """ETAs of the jobs in a monitor cycle that are running (the live table's eta column)."""
+    import time
+
+    running = [v for v in result.views.values() if v.started_at and not v.ended_at]
+    if not running:
+        return {}
+    from runjob_core.estimator.eta import eta_of
+
+    now, out = time.time(), {}
+    for view in running:
+        eta = eta_of(store.get_job(view.job_id).spec, store.attempts(view.job_id), now, total_hint=view.total)
+        if eta:
+            out[view.job_id] = eta
+    return out
 
 
 def report(data: dict) -> None:

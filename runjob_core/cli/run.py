@@ -35,7 +35,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
         with live:
             monitor.watch(context, [row.id], min_interval=min(interval, info.poll_interval),
-                          max_interval=info.max_poll_interval, on_cycle=live.update)
+                          max_interval=info.max_poll_interval, on_cycle=live.update_with_etas(context.store))
         row = context.store.get_job(row.id)
         collected = None
         if row.state == "COMPLETED":

@@ -24,10 +24,11 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
         if active and not no_refresh:
             monitor.cycle(context, active)
         rows = [store.get_job(r.id) for r in rows]
+        etas = _etas(store, rows)
         if as_json:
             print_json([
                 {"id": r.id, "name": r.name, "kind": r.kind, "cluster": r.cluster, "state": r.state, "outcome": r.outcome,
-                 "created_at": r.created_at,
+                 "created_at": r.created_at, "eta": etas.get(r.id),
                  "attempts": [a.__dict__ | {"submission_json": None, **attempt_cost(store, a)} for a in store.attempts(r.id)]}
                 for r in rows
             ])
@@ -45,13 +46,51 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
                 + ([c.get("machine"), _money(c)] if priced else [])
                 for a, c in zip(attempts, costs)
             ])
+            _print_eta(etas.get(row.id))
         else:
-            print_table(None, ["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"], [
+            print_table(None, ["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"]
+                        + (["eta"] if etas else []), [
                 [r.id, r.name, r.kind, r.cluster, r.state, len(store.attempts(r.id)), fmt_time(r.created_at), r.outcome]
+                + ([_eta_cell(etas.get(r.id))] if etas else [])
                 for r in rows
             ])
+            for r in rows:
+                if etas.get(r.id) and etas[r.id]["warning"]:
+                    click.secho(f"warning: {r.name} ({r.id}) {etas[r.id]['warning']}", fg="yellow")
     finally:
         context.close()
+
+
+def _etas(store, rows) -> dict:
+    """The ETA of every running job, from its own progress (runjob_core.estimator.eta)."""
+    running = [r for r in rows if store.active_attempts([r.id])]
+    if not running:
+        return {}
+    import time
+
+    from runjob_core.estimator.eta import eta_of
+
+    now = time.time()
+    found = {r.id: eta_of(r.spec, store.attempts(r.id), now) for r in running}
+    return {k: v for k, v in found.items() if v}
+
+
+def _eta_cell(eta) -> str:
+    if not eta:
+        return "-"
+    from runjob_core.estimator.time_job import hms
+
+    return hms(eta["remaining_seconds"]) + (" (over the limit)" if eta["warning"] else "")
+
+
+def _print_eta(eta) -> None:
+    if not eta:
+        return
+    from runjob_core.estimator.eta import describe
+
+    click.echo(f"eta: {describe(eta)}")
+    if eta["warning"]:
+        click.secho(f"warning: the job {eta['warning']}", fg="yellow")
 
 
 def attempt_cost(store, attempt) -> dict:

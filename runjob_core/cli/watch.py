@@ -30,6 +30,6 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
                 return
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
         with live:
-            monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)
+            monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update_with_etas(context.store))
     finally:
         context.close()
