@@ -48,7 +48,7 @@ def measured_throughput(store, name: str) -> tuple[float | None, int]:
     return (statistics.median(rates) if rates else None), len(rates)
 
 
-@hookimpl
+@hookimpl(trylast=True)  # after the memory estimate: the plan shows memory first, then time
 def runjob_estimate(job, cluster, context):
     if (job.model.path or job.model.name) and job.resources.gpus > 0:
         from runjob_core.estimator import time_gate

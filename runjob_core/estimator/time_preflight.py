@@ -43,7 +43,7 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
     out: dict[str, Any] = {"kind": est.kind, "tokens_per_s": rate.tokens_per_s, "seconds_per_step": rate.seconds_per_step
                            if est.kind != "inference" else None, "total_seconds": None, "segments": None,
                            "bound": rate.bound, "assumptions": list(rate.assumptions), "source": "first-principles",
-                           "efficiency": rate.efficiency, "first_principles_tokens_per_s": rate.tokens_per_s}
+                           "efficiency": rate.efficiency, "first_principles_tokens_per_s": round(rate.tokens_per_s, 1)}
     if measured:
         out.update(tokens_per_s=measured["tokens_per_s"], source="measured", efficiency=None)
         if out["seconds_per_step"] and rate.tokens_per_step:
