@@ -25,6 +25,7 @@ def predict(case: dict) -> dict:
     from runjob_core.estimator.time_preflight import time_object
 
     kind = case["kind"]
+    model = str(DATA / case["model"]) if case["model"].startswith("configs/") else case["model"]
     kw = {"num_gpus": case.get("num_gpus", 1), "dtype": case.get("dtype", "bf16"), "suggest": False}
     if kind == "inference":
         kw.update(engine=case.get("engine", "vllm"), tp=case.get("tp"), concurrency=case.get("concurrency", 1),
@@ -39,9 +40,11 @@ def predict(case: dict) -> dict:
                   grad_checkpointing=case.get("grad_checkpointing", False))
         if case.get("tp"):
             kw["tp"] = case["tp"]
+        if case.get("pure_bf16"):
+            kw.update(master_weights=False, optimizer="adamw_fused")
         work = {}
-    est = estimate(case["model"], kind, case["gpu"], **kw)
-    return time_object(est, case["model"], work=work, framework=case.get("framework", "hf"),
+    est = estimate(model, kind, case["gpu"], **kw)
+    return time_object(est, model, work=work, framework=case.get("framework", "hf"),
                        precision=case.get("precision", "bf16"), grad_accum=case.get("grad_accum", 1),
                        nodes=case.get("nodes", 1))
 
