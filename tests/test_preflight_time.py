@@ -145,3 +145,14 @@ def test_status_watch_and_dashboard_show_the_eta_of_a_running_job(runjob_home, r
     finally:
         lifecycle.cancel(context, context.store.get_job(row.id))
         context.close()
+
+
+@pytest.mark.parametrize("key, value", [("steps", "many"), ("gradient_accumulation_steps", 2.5), ("epochs", -1),
+                                        ("precision", "int3")])
+def test_bad_work_values_name_their_key_and_nothing_else_breaks(runjob_home, key, value):
+    params = {**LORA["params"], key: value}
+    if key == "epochs":
+        params = {k: v for k, v in params.items() if k != "steps"} | {"rows": 100, "epochs": value}
+    result, data = plan(runjob_home, {**LORA, "params": params})
+    [est] = [e for e in data["estimates"] if e["summary"].startswith("no time estimate")]
+    assert f"at $.params.{key} in lora-8b.yaml" in est["summary"] and "Traceback" not in result.stderr

@@ -31,7 +31,8 @@ from runjob_core.errors import RunjobError
 ROW_KEYS = ("rows", "num_samples", "samples", "n_samples_total")
 
 
-def _positive(job, *keys: str, number=int) -> Any:
+def positive(job, *keys: str, number=int) -> Any:
+    """The first of *keys* set in ``params``, checked: a bad value raises naming its key path."""
     for key in keys:
         value = job.params.get(key)
         if value is None:
@@ -43,7 +44,7 @@ def _positive(job, *keys: str, number=int) -> Any:
 
 
 def _rows(job) -> tuple[int | None, str]:
-    rows = _positive(job, *ROW_KEYS)
+    rows = positive(job, *ROW_KEYS)
     if rows is not None:
         return rows, "params"
     if job.data.input and job.data.input.endswith(".jsonl"):
@@ -57,27 +58,29 @@ def _rows(job) -> tuple[int | None, str]:
 def work_of(job, kind: str, gpus: int, tp: int) -> dict[str, Any]:
     """The amount of work the spec states, and how it was read."""
     if kind != "inference":
-        seq = _positive(job, "seq_len") or 2048
-        micro = _positive(job, "micro_batch_size", "batch_size") or 1
-        accum = _positive(job, "gradient_accumulation_steps", "grad_accum") or 1
+        seq = positive(job, "seq_len") or 2048
+        micro = positive(job, "micro_batch_size", "batch_size") or 1
+        accum = positive(job, "gradient_accumulation_steps", "grad_accum") or 1
         global_batch = micro * accum * max(1, gpus // tp)
-        steps = _positive(job, "steps", "max_steps")
+        steps = positive(job, "steps", "max_steps")
         if steps is not None:
             return {"tokens": steps * global_batch * seq, "steps": steps, "global_batch": global_batch,
                     "counted": f"{steps:,} steps x global batch {global_batch} x {seq:,} tokens"}
-        tokens = _positive(job, "train_tokens")
+        tokens = positive(job, "train_tokens")
         if tokens is not None:
             return {"tokens": tokens, "steps": math.ceil(tokens / (global_batch * seq)), "global_batch": global_batch,
                     "counted": f"params.train_tokens {tokens:,}"}
         rows, where = _rows(job)
         if rows is not None:
-            epochs = _positive(job, "epochs", "num_train_epochs", number=float) or 1.0
+            epochs = positive(job, "epochs", "num_train_epochs", number=float) or 1.0
             tokens = int(rows * epochs * seq)
             return {"tokens": tokens, "steps": math.ceil(tokens / (global_batch * seq)), "global_batch": global_batch,
                     "counted": f"{rows:,} rows ({where}) x {epochs:g} epochs x {seq:,} tokens (packed/padded)"}
         return {"global_batch": global_batch, "counted": "no steps, train_tokens or rows: rate only"}
-    input_tokens = _positive(job, "input_tokens", "prompt_tokens", number=float) or 512.0
-    output = _positive(job, "output_tokens", number=float)
+    input_tokens = positive(job, "input_tokens", "prompt_tokens", number=float)
+    input_from = "" if input_tokens else " (512 prompt tokens assumed: set params.input_tokens)"
+    input_tokens = input_tokens or 512.0
+    output = positive(job, "output_tokens", number=float)
     output_from = "params.output_tokens"
     if output is None:
         output = float(job.model.max_tokens or 512)
@@ -85,9 +88,11 @@ def work_of(job, kind: str, gpus: int, tp: int) -> dict[str, Any]:
     rows, where = _rows(job)
     out = {"input_tokens": input_tokens, "output_tokens": output}
     if rows is None:
-        return {**out, "counted": f"{input_tokens:g} in + {output:g} out tokens per row ({output_from}); no row count: rate only"}
+        return {**out, "counted": f"{input_tokens:g} in + {output:g} out tokens per row ({output_from}){input_from}; "
+                                  "no row count: rate only"}
     return {**out, "rows": rows, "tokens": rows * output,
-            "counted": f"{rows:,} rows ({where}) x {output:g} generated tokens ({output_from}) after {input_tokens:g} prompt tokens"}
+            "counted": f"{rows:,} rows ({where}) x {output:g} generated tokens ({output_from}) after {input_tokens:g} "
+                       f"prompt tokens{input_from}"}
 
 
 def hms(seconds: float) -> str:

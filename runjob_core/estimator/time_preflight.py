@@ -88,6 +88,6 @@ def time_for_job(job, cluster, store) -> dict[str, Any] | None:
     work = time_job.work_of(job, kind, est.num_gpus, est.tp if kind == "inference" else 1)
     limit = float(parse_duration(job.resources.time)) if job.resources.time else None
     seen = rates.lookup(store, est) if store is not None else None
-    grad_accum = job.params.get("gradient_accumulation_steps") or 1
+    grad_accum = time_job.positive(job, "gradient_accumulation_steps", "grad_accum") or 1
     return time_object(est, model, work=work, limit_seconds=limit, framework=framework, precision=precision,
-                       grad_accum=int(grad_accum), nodes=job.resources.nodes, measured=seen)
+                       grad_accum=grad_accum, nodes=job.resources.nodes, measured=seen)

@@ -252,7 +252,7 @@ def _summary(row, report: dict[str, Any], metrics: list[tuple]) -> dict[str, Any
 
 def _eta(store, row, now: float) -> dict[str, Any] | None:
     """A running job's ETA at the rate it really achieves (runjob_core.estimator.eta)."""
-    if not store.active_attempts([row.id]):
+    if row.outcome or not store.active_attempts([row.id]):  # a finished job: no query
         return None
     from runjob_core.estimator.eta import eta_of
 
