@@ -33,6 +33,7 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
                 for r in rows
             ])
             return
+        _print_etas(rows, etas, one=bool(job))
         if job:
             row = rows[0]
             click.echo(f"{row.name} ({row.id}, {row.kind}) on {row.cluster}: {row.state}" + (f" - {row.outcome}" if row.outcome else ""))
@@ -46,17 +47,11 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
                 + ([c.get("machine"), _money(c)] if priced else [])
                 for a, c in zip(attempts, costs)
             ])
-            _print_eta(etas.get(row.id))
         else:
-            print_table(None, ["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"]
-                        + (["eta"] if etas else []), [
+            print_table(None, ["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"], [
                 [r.id, r.name, r.kind, r.cluster, r.state, len(store.attempts(r.id)), fmt_time(r.created_at), r.outcome]
-                + ([_eta_cell(etas.get(r.id))] if etas else [])
                 for r in rows
             ])
-            for r in rows:
-                if etas.get(r.id) and etas[r.id]["warning"]:
-                    click.secho(f"warning: {r.name} ({r.id}) {etas[r.id]['warning']}", fg="yellow")
     finally:
         context.close()
 
@@ -75,22 +70,18 @@ def _etas(store, rows) -> dict:
     return {k: v for k, v in found.items() if v}
 
 
-def _eta_cell(eta) -> str:
-    if not eta:
-        return "-"
-    from runjob_core.estimator.time_job import hms
-
-    return hms(eta["remaining_seconds"]) + (" (over the limit)" if eta["warning"] else "")
-
-
-def _print_eta(eta) -> None:
-    if not eta:
+def _print_etas(rows, etas: dict, *, one: bool) -> None:
+    """'eta: 1:05:00 left (...)' for each running job, and its time-limit warning."""
+    if not etas:
         return
     from runjob_core.estimator.eta import describe
 
-    click.echo(f"eta: {describe(eta)}")
-    if eta["warning"]:
-        click.secho(f"warning: the job {eta['warning']}", fg="yellow")
+    for r in rows:
+        eta = etas.get(r.id)
+        if eta:
+            click.echo(f"eta{'' if one else f' of {r.name} ({r.id})'}: {describe(eta)}")
+            if eta["warning"]:
+                click.secho(f"warning: {'the job' if one else r.name} {eta['warning']}", fg="yellow")
 
 
 def attempt_cost(store, attempt) -> dict:
