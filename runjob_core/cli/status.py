@@ -56,6 +56,33 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
         context.close()
 
 
+def attempt_cost(store, attempt) -> dict:
+    """What an attempt's rented machine cost: the backend's own figure (a ``cost`` artifact)
+    once it is known, else its price (``Machine.data["usd_per_hour"]``) times the time since
+    it was submitted, up to its release or end. ``{}`` for attempts without a priced machine."""
+    machine = attempt.machine
+    if machine is None:
+        return {}
+    price = machine.data.get("usd_per_hour")
+    billed = [a for a in store.artifacts(attempt.job_id) if a.kind == "cost" and a.attempt == attempt.n]
+    if billed and isinstance(billed[-1].data.get("usd"), (int, float)):
+        return {"machine": machine.id, "usd_per_hour": price, "usd": billed[-1].data["usd"], "cost_final": True}
+    if not isinstance(price, (int, float)) or not attempt.submitted_at:
+        return {"machine": machine.id}
+    import time
+
+    end = attempt.released_at or attempt.ended_at or time.time()
+    return {"machine": machine.id, "usd_per_hour": price, "usd": round(price * max(0.0, end - attempt.submitted_at) / 3600, 4),
+            "cost_final": bool(attempt.released_at or attempt.ended_at)}
+
+
+def _money(cost: dict) -> str:
+    if "usd" not in cost:
+        return "-"
+    so_far = "" if cost.get("cost_final") else " so far"
+    return f"${cost['usd']:.2f}{so_far} (${cost['usd_per_hour']:.2f}/h)" if cost.get("usd_per_hour") else f"${cost['usd']:.2f}"
+
+
 def _etas(store, rows) -> dict:
     """The ETA of every running job, from its own progress (runjob_core.estimator.eta)."""
     running = [r for r in rows if store.active_attempts([r.id])]
@@ -82,30 +109,3 @@ def _print_etas(rows, etas: dict, *, one: bool) -> None:
             click.echo(f"eta{'' if one else f' of {r.name} ({r.id})'}: {describe(eta)}")
             if eta["warning"]:
                 click.secho(f"warning: {'the job' if one else r.name} {eta['warning']}", fg="yellow")
-
-
-def attempt_cost(store, attempt) -> dict:
-    """What an attempt's rented machine cost: the backend's own figure (a ``cost`` artifact)
-    once it is known, else its price (``Machine.data["usd_per_hour"]``) times the time since
-    it was submitted, up to its release or end. ``{}`` for attempts without a priced machine."""
-    machine = attempt.machine
-    if machine is None:
-        return {}
-    price = machine.data.get("usd_per_hour")
-    billed = [a for a in store.artifacts(attempt.job_id) if a.kind == "cost" and a.attempt == attempt.n]
-    if billed and isinstance(billed[-1].data.get("usd"), (int, float)):
-        return {"machine": machine.id, "usd_per_hour": price, "usd": billed[-1].data["usd"], "cost_final": True}
-    if not isinstance(price, (int, float)) or not attempt.submitted_at:
-        return {"machine": machine.id}
-    import time
-
-    end = attempt.released_at or attempt.ended_at or time.time()
-    return {"machine": machine.id, "usd_per_hour": price, "usd": round(price * max(0.0, end - attempt.submitted_at) / 3600, 4),
-            "cost_final": bool(attempt.released_at or attempt.ended_at)}
-
-
-def _money(cost: dict) -> str:
-    if "usd" not in cost:
-        return "-"
-    so_far = "" if cost.get("cost_final") else " so far"
-    return f"${cost['usd']:.2f}{so_far} (${cost['usd_per_hour']:.2f}/h)" if cost.get("usd_per_hour") else f"${cost['usd']:.2f}"
