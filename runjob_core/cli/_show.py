@@ -21,9 +21,11 @@ def preflight(checks, as_json: bool) -> None:
 class LiveTable:
     """A live table of jobs on a terminal; nothing when output is not a terminal."""
 
-    def __init__(self, *, enabled: bool) -> None:
+    def __init__(self, *, enabled: bool, store=None) -> None:
         self.enabled = enabled
         self._live = None
+        #: The state store the eta column reads the running jobs' progress from (None: no column).
+        self.store = store
 
     def __enter__(self) -> LiveTable:
         if self.enabled:
@@ -37,19 +39,14 @@ class LiveTable:
         if self._live is not None:
             self._live.__exit__(*exc)
 
-    def update_with_etas(self, store):
-        """The ``on_cycle`` callback: redraw with each running job's ETA (read only when drawn)."""
-        return lambda result: self.update(result, live_etas(store, result) if self._live is not None else None)
-
-    def update(self, result, etas: dict | None = None) -> None:
-        """Redraw; *etas* maps job ids to :func:`runjob_core.estimator.eta.eta_of` answers."""
+    def update(self, result) -> None:
         if self._live is None:
             return
         from rich.progress_bar import ProgressBar
         from rich.table import Table
 
         table = Table(show_edge=False)
-        etas = etas or {}
+        etas = live_etas(self.store, result) if self.store is not None else {}
         for column in ("job", "id", "attempt", "state", "elapsed", "progress", "eta", "findings"):
             table.add_column(column)
         for view in result.views.values():

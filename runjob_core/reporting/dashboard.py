@@ -71,8 +71,10 @@ class Builder:
             events = self.store.events(row.id)
             metrics = self.store.metrics(row.id)
             report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
-            summaries.append(_summary(row, report, metrics) | {"eta": _eta(self.store, row, now)})
+            summaries.append(_summary(row, report, metrics))
             self._job_page(row, report, events, metrics)
+        for row, summary in zip(jobs, summaries):  # running jobs: when they will be done, at their own rate
+            summary["eta"] = _eta(self.store, row, now)
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
