@@ -135,6 +135,8 @@ def test_status_watch_and_dashboard_show_the_eta_of_a_running_job(runjob_home, r
         assert etas[row.id]["unit"] == "steps" and etas[row.id]["total"] == 60
         [shown] = json.loads(runjob_cli("status", row.id, "--json").output)
         assert shown["eta"]["remaining_seconds"] > 0 and "time limit" in shown["eta"]["warning"]
+        # the job's own rate (0.2 s a step), not steps / time since the monitor first saw it running
+        assert 0 < shown["eta"]["rate_per_s"] <= 5.5
         text = runjob_cli("status", row.id).output
         assert "eta: " in text and "/60 steps" in text and "reaches its 0:00:04 time limit" in text
         from runjob_core.reporting import dashboard

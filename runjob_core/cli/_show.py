@@ -74,11 +74,11 @@ def live_etas(store, result) -> dict:
     running = [v for v in result.views.values() if v.started_at and not v.ended_at]
     if not running:
         return {}
-    from runjob_core.estimator.eta import eta_of
+    from runjob_core.estimator.eta import eta_for
 
     now, out = time.time(), {}
     for view in running:
-        eta = eta_of(store.get_job(view.job_id).spec, store.attempts(view.job_id), now, total_hint=view.total)
+        eta = eta_for(store, store.get_job(view.job_id), now, total_hint=view.total)
         if eta:
             out[view.job_id] = eta
     return out

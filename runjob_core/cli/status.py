@@ -90,10 +90,10 @@ def _etas(store, rows) -> dict:
         return {}
     import time
 
-    from runjob_core.estimator.eta import eta_of
+    from runjob_core.estimator.eta import eta_for
 
     now = time.time()
-    found = {r.id: eta_of(r.spec, store.attempts(r.id), now) for r in running}
+    found = {r.id: eta_for(store, r, now) for r in running}
     return {k: v for k, v in found.items() if v}
 
 

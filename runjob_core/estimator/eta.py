@@ -1,11 +1,13 @@
 """During a run: when will the job be done, at the rate it really achieves, and will its time limit
 cut it short?
 
-The rate is the job's own: the progress of the running attempt (steps or rows, as its progress
-file reports them to the monitor) since it started, counted from where the previous attempt
-stopped, so a resumed attempt is not credited with its predecessors' work. The total is the
-spec's (``params.steps`` / ``max_steps`` for training, the row count for inference, or the
-``total`` its progress file states). No estimate is made before the attempt has progressed.
+The rate is the job's own: the running attempt's progress points (step or rows, with the time
+the job itself wrote them into its progress history, as the monitor stores them), first to
+last. Without two such points, its progress since the attempt was seen starting, counted from
+where the previous attempt stopped, so a resumed attempt is not credited with its
+predecessors' work. The total is the spec's (``params.steps`` / ``max_steps`` for training,
+the row count for inference, or the ``total`` its progress file states). No estimate is made
+before the attempt has progressed.
 """
 
 from __future__ import annotations
@@ -28,8 +30,40 @@ def _total(spec) -> tuple[int | None, str]:
     return None, "rows"
 
 
-def eta_of(spec, attempts: list, now: float, *, total_hint: int | None = None) -> dict[str, Any] | None:
-    """The ETA of the running attempt of a job, or None when it cannot be told yet."""
+def progress_points(store, job_id: str, attempt: int, unit: str) -> list[tuple[float, float]]:
+    """(steps or rows done, time) of one attempt from the metrics history, in time order."""
+    points = set()
+    for n, series, step, ts, value in store.metrics(job_id, series=("rows_done",) if unit == "rows" else ()):
+        if n != attempt or ts is None:
+            continue
+        if unit == "rows" and value is not None:
+            points.add((float(value), float(ts)))
+        elif unit == "steps" and step is not None and series != "rows_done":
+            points.add((float(step), float(ts)))
+    return sorted(points, key=lambda p: (p[1], p[0]))
+
+
+def eta_for(store, row, now: float, *, total_hint: int | None = None) -> dict[str, Any] | None:
+    """:func:`eta_of` for a stored job, with its progress history."""
+    spec, attempts = row.spec, store.attempts(row.id)
+    if not attempts or attempts[-1].ended_at is not None:
+        return None
+    unit = _total(spec)[1]
+    return eta_of(spec, attempts, now, total_hint=total_hint,
+                  points=progress_points(store, row.id, attempts[-1].n, unit))
+
+
+def _rate_from_points(points: list[tuple[float, float]] | None) -> float | None:
+    if not points or len(points) < 2:
+        return None
+    (first, t0), (last, t1) = points[0], points[-1]
+    return (last - first) / (t1 - t0) if t1 > t0 and last > first else None
+
+
+def eta_of(spec, attempts: list, now: float, *, total_hint: int | None = None,
+           points: list[tuple[float, float]] | None = None) -> dict[str, Any] | None:
+    """The ETA of the running attempt of a job, or None when it cannot be told yet. *points*:
+    the attempt's (progress, time) history (:func:`progress_points`), the best rate there is."""
     from runjob_core.config import parse_duration
 
     current = attempts[-1] if attempts else None
@@ -45,10 +79,15 @@ def eta_of(spec, attempts: list, now: float, *, total_hint: int | None = None) -
         return None
     before = [(a.step if unit == "steps" else a.rows_done) or 0 for a in attempts[:-1]]
     base = max(before, default=0)
-    elapsed = now - current.started_at
-    if done <= base or elapsed <= 0:
-        return None
-    rate = (done - base) / elapsed
+    # The attempt is seen starting at the first poll after it did; its own first progress
+    # point may be earlier (a job observed late): the earlier of the two bounds its start.
+    started = min(current.started_at, points[0][1]) if points else current.started_at
+    elapsed = now - started
+    rate = _rate_from_points(points)
+    if rate is None:
+        if done <= base or elapsed <= 0:
+            return None
+        rate = (done - base) / elapsed
     remaining = max(0, total - done) / rate
     out: dict[str, Any] = {"unit": unit, "done": done, "total": total, "rate_per_s": round(rate, 4),
                            "remaining_seconds": round(remaining, 1), "eta_at": now + remaining,

@@ -256,9 +256,9 @@ def _eta(store, row, now: float) -> dict[str, Any] | None:
     """A running job's ETA at the rate it really achieves (runjob_core.estimator.eta)."""
     if row.outcome or not store.active_attempts([row.id]):  # a finished job: no query
         return None
-    from runjob_core.estimator.eta import eta_of
+    from runjob_core.estimator.eta import eta_for
 
-    return eta_of(row.spec, store.attempts(row.id), now)
+    return eta_for(store, row, now)
 
 
 def _eta_html(eta: dict[str, Any] | None) -> str:

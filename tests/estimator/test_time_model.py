@@ -125,6 +125,16 @@ def test_eta_from_the_running_attempt_only():
     assert "will not run" in eta_of(_spec({"steps": 1000}, "1:00:00", auto=False), [_attempt(1, 1000, step=100)], 2000)["warning"]
 
 
+def test_eta_prefers_the_jobs_own_progress_times():
+    spec = _spec({"steps": 300}, time="0:01:00")
+    # first seen running at t=1012 (status ran late), but the job wrote step 1 at t=1000 and step 25 at t=1012
+    points = [(1.0, 1000.0), (10.0, 1004.5), (25.0, 1012.0)]
+    eta = eta_of(spec, [_attempt(1, 1012, step=25)], 1012.5, points=points)
+    assert eta["rate_per_s"] == 2.0 and eta["remaining_seconds"] == 137.5
+    assert "time limit in 0:00:48" in eta["warning"]  # counted from the first point, not from the late sighting
+    assert eta_of(spec, [_attempt(1, 1012, step=25)], 1012.5)["rate_per_s"] == 50.0  # what the sighting alone says
+
+
 def test_no_eta_without_progress_or_total():
     assert eta_of(_spec({"steps": 1000}), [_attempt(1, 1000)], 1100) is None
     assert eta_of(_spec({}), [_attempt(1, 1000, rows=10)], 1100) is None
