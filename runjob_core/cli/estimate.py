@@ -153,7 +153,7 @@ def command(
         click.echo(describe(seen))
     from runjob_core.estimator.time_job import line
 
-    click.echo("time: " + line(time))
+    click.echo("time: " + line(time, work_hint="give --steps, --train-tokens or --rows"))
 
 
 def _measured(est):  # noqa: ANN001, ANN202 - MemoryEstimate, imported lazily

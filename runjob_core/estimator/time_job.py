@@ -111,7 +111,7 @@ def about(seconds: float) -> str:
     return f"about {seconds:.0f} s"
 
 
-def line(time: dict[str, Any]) -> str:
+def line(time: dict[str, Any], *, work_hint: str = "set params.steps, train_tokens or rows") -> str:
     """The one line the tables show."""
     per = " per GPU" if time["kind"] != "inference" else ""
     how = time["bound"] + "-bound"
@@ -121,7 +121,7 @@ def line(time: dict[str, Any]) -> str:
         how += f", MFU {time['efficiency']:.2f} assumed"
     rate = f"~{time['tokens_per_s']:,.0f} tokens/s{per} ({how})"
     if time.get("total_seconds") is None:
-        return f"{rate}; the amount of work is unknown (set params.steps, train_tokens or rows)"
+        return f"{rate}; the amount of work is unknown ({work_hint})"
     text = f"{about(time['total_seconds'])} at {rate}"
     if time.get("limit_seconds"):
         n = time["segments"]
