@@ -73,8 +73,8 @@ class Builder:
             report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
             summaries.append(_summary(row, report, metrics))
             self._job_page(row, report, events, metrics)
-        for row, summary in zip(jobs, summaries):  # running jobs: when they will be done, at their own rate
-            summary["eta"] = _eta(self.store, row, now)
+        # Running jobs: when they will be done, at their own rate (new dicts: a summary may be kept between builds).
+        summaries = [summary | {"eta": _eta(self.store, row, now)} for row, summary in zip(jobs, summaries)]
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
