@@ -169,7 +169,7 @@ def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total:
 #: nothing.
 HISTORY_FILE = "metrics.jsonl"
 _HISTORY_QUIET_SECONDS = 5.0
-_NOT_CURVES = {"last_checkpoint_at", "max_save_seconds"}
+_NOT_CURVES = {"last_checkpoint_at", "last_checkpoint_step", "max_save_seconds"}
 
 
 def _append_history(path: Path, attempt: int, now: float, step: Optional[int], rows_done: Optional[int],
@@ -198,7 +198,7 @@ def checkpoint_saved(path: "str | os.PathLike[str]", step: int, *, save_seconds:
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER}
     marker = folder / COMPLETE_MARKER
     _atomic_write(marker, json.dumps({"step": step, "files": files, "saved_at": time.time(), **info}))
-    metrics: Dict[str, Any] = {"last_checkpoint": str(folder), "last_checkpoint_at": time.time()}
+    metrics: Dict[str, Any] = {"last_checkpoint": str(folder), "last_checkpoint_at": time.time(), "last_checkpoint_step": step}
     if save_seconds is not None:
         previous = _read_progress().get("metrics", {}).get("max_save_seconds") or 0
         metrics["max_save_seconds"] = max(float(previous), float(save_seconds))
