@@ -4,11 +4,15 @@ RunjobCallback, and as a plain script that calls nothing of runjob's."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from runjob_core import lifecycle, monitor
-from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
 from runjob_slurm.testing import slurm_cluster_config
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -83,3 +87,35 @@ def test_a_plain_trainer_script_times_out_and_resumes_from_its_own_checkpoints(c
     summary = remote_json(ctx, attempts[-1].submission.results_dir + "/summary.json")
     assert summary["global_step"] == 160
     assert "checkpoint-161" not in checkpoints(ctx, row)
+
+
+def _trainer_pid(job_id: str) -> int:
+    """The pid of this SLURM job's Trainer process (scontrol lists the job's own processes)."""
+    listing = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=True).stdout
+    for line in listing.splitlines()[1:]:
+        pid = line.split()[0]
+        if pid.isdigit() and "train_tiny.py" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            return int(pid)
+    raise AssertionError(f"no train_tiny.py process in job {job_id}: {listing}")
+
+
+def test_kill_9_mid_training_then_resume_ends_at_max_steps(ctx, frameworks_python):
+    from runjob_core import resume
+
+    row = submit(ctx, "hf-kill9",
+                 f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 60 --save-steps 10 "
+                 "--step-seconds 0.5 --slow-attempts 1",
+                 resources={"time": "10"}, resume={"auto": False})
+    wait_until(lambda: monitor.cycle(ctx, [row.id]) is not None and (ctx.store.latest_attempt(row.id).step or 0) >= 25,
+               timeout=300, interval=2.0, what="25 steps")
+    os.kill(_trainer_pid(ctx.store.latest_attempt(row.id).backend_job_id), signal.SIGKILL)
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    first = ctx.store.latest_attempt(row.id)
+    assert first.state == "FAILED" and first.n == 1
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    assert plan.step is not None and 20 <= plan.step < 60 and plan.checkpoint.endswith(f"/checkpoint-{plan.step}")
+    resume.resubmit(ctx, ctx.store.get_job(row.id), plan)
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    last = ctx.store.latest_attempt(row.id)
+    assert last.n == 2 and last.state == "COMPLETED"
+    assert remote_json(ctx, last.submission.results_dir + "/summary.json")["global_step"] == 60
