@@ -90,13 +90,18 @@ def test_a_plain_trainer_script_times_out_and_resumes_from_its_own_checkpoints(c
 
 
 def _trainer_pid(job_id: str) -> int:
-    """The pid of this SLURM job's Trainer process (scontrol lists the job's own processes)."""
-    listing = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=True).stdout
-    for line in listing.splitlines()[1:]:
-        pid = line.split()[0]
-        if pid.isdigit() and "train_tiny.py" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-            return int(pid)
-    raise AssertionError(f"no train_tiny.py process in job {job_id}: {listing}")
+    """The pid of this SLURM job's Trainer process: its environment names the job (the test
+    cluster's node is this machine), its command line the script."""
+    wanted = f"SLURM_JOB_ID={job_id}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"train_tiny.py" in (proc / "cmdline").read_bytes() and wanted in (proc / "environ").read_bytes().split(b"\0"):
+                return int(proc.name)
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+    raise AssertionError(f"no train_tiny.py process of SLURM job {job_id}")
 
 
 def test_kill_9_mid_training_then_resume_ends_at_max_steps(ctx, frameworks_python):
