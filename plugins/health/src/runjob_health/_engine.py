@@ -15,10 +15,13 @@ memory-mapped file (no copy), which is why ``scan_file`` maps the file on this e
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import re
 import threading
 import time
+from pathlib import Path
 
 from . import _patterns as P
 
@@ -75,6 +78,122 @@ def database(anchors: tuple[bytes, ...]):
                        flags=[0] * len(exprs))
             _DATABASES[anchors] = db
         return db
+
+
+_BOUNDED = re.compile(rb"\{(\d+),(\d+)\}\??")
+
+
+def _record_expression(pattern: bytes) -> bytes:
+    """A record regex as a Hyperscan expression over the whole buffer: ``^``/``$`` mean a
+    record's edges, which are ``\\n`` (multiline mode) or ``\\r``."""
+    out = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i:i + 1]
+        if c == b"\\":
+            # word boundaries are dropped: the prefilter only needs to match at least as much,
+            # and Hyperscan 5.4 misses some matches of a \\b before an alternation (seen on
+            # "job preempted" after a line with an "@"; the fixture tests compare engines)
+            if pattern[i + 1:i + 2] != b"b" or in_class:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == b"]":
+                in_class = False
+        elif c == b"[":
+            in_class = True
+            out.append(c)
+            i += 1
+            # a "]" right after "[" or "[^" is a literal member
+            if pattern[i:i + 1] == b"^":
+                out.append(b"^")
+                i += 1
+            if pattern[i:i + 1] == b"]":
+                out.append(b"]")
+                i += 1
+            continue
+        elif c == b"{":
+            # a bounded repeat {m,n}: Hyperscan builds a state per step (compiling .{0,200} costs
+            # ~100 ms); * or + matches at least as much, which is all a prefilter needs
+            m = _BOUNDED.match(pattern, i)
+            if m is not None:
+                out.append(b"*" if int(m.group(1)) == 0 else b"+")
+                i = m.end()
+                continue
+        elif c == b"^":
+            c = b"(?:^|\r)"
+        elif c == b"$":
+            c = b"(?:$|\r)"
+        out.append(c)
+        i += 1
+    return b"".join(out)
+
+
+def family_expressions(with_tokens: bool) -> tuple[list[bytes], list[int]]:
+    """Every family pattern with its family's id (the index in ``FAMILIES``), then the patterns of
+    the records that change scanner state while it is idle (ids after the families).  One
+    expression per pattern, not one alternation per family: Hyperscan compiles the separate
+    expressions about four times faster."""
+    exprs = [(p, i) for i, f in enumerate(P.FAMILIES) for p in f.patterns]
+    state = list(P.STATE_PATTERNS) + ([P.TOKEN_COUNT] if with_tokens else [])
+    exprs += [(p, len(P.FAMILIES) + k) for k, p in enumerate(state)]
+    return [_record_expression(p) for p, _ in exprs], [i for _, i in exprs]
+
+
+def family_database(with_tokens: bool):
+    """Compiled in prefilter mode: lookarounds Hyperscan cannot run become approximations that
+    match at least as much, so every record a family's Python regex matches is reported.
+
+    Compiling the ~140 expressions takes ~0.2 s, more than scanning 256 MiB, so the compiled
+    database is kept in ``$XDG_CACHE_HOME/runjob`` (``~/.cache``), keyed by a hash of the
+    expressions and the Hyperscan version, like a .pyc; a read-only or damaged cache only
+    means compiling again."""
+    key = ("families", with_tokens)
+    with _LOCK:
+        db = _DATABASES.get(key)
+        if db is None:
+            db = _DATABASES[key] = _cached_or_compiled(*family_expressions(with_tokens))
+        return db
+
+
+def _cached_or_compiled(exprs: list[bytes], ids: list[int]):
+    hs = hyperscan_module()
+    flags = [hs.HS_FLAG_PREFILTER | hs.HS_FLAG_MULTILINE] * len(exprs)
+    digest = hashlib.sha256(repr((hs.__version__, exprs, ids, flags, platform.machine())).encode()).hexdigest()[:20]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"health-{digest}.hsdb"
+    try:
+        db = hs.loadb(cache.read_bytes(), hs.HS_MODE_BLOCK)
+        db.scratch = hs.Scratch(db)
+        return db
+    except (OSError, hs.error):
+        pass  # first run, a newer Hyperscan or a damaged file: compile and write it again
+    db = hs.Database(mode=hs.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=flags)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        tmp.write_bytes(hs.dumpb(db))
+        tmp.replace(cache)
+    except OSError:
+        pass  # a read-only home: compile again next time
+    return db
+
+
+def family_candidates(buf, lo: int, hi: int, with_tokens: bool) -> tuple[list[int], list[int]]:
+    """Positions (last byte of each match, sorted) in buf[lo:hi] and the expression id of each.
+    Only records that matched a family or a state pattern come back: near-miss lines (a metric
+    named *_error, "nan" inside a word) cost nothing in Python.  GIL released while scanning."""
+    packed: list[int] = []
+    add = packed.append
+
+    def on_match(expr_id, _start, end, _flags, _ctx):
+        add(((lo + end - 1) << 8) | expr_id)
+
+    with memoryview(buf) as view, view[lo:hi] as region:   # released at once: a mapped file can close
+        family_database(with_tokens).scan(region, match_event_handler=on_match)
+    packed.sort()
+    return [v >> 8 for v in packed], [v & 0xFF for v in packed]
 
 
 def hyperscan_candidates(buf, lo: int, hi: int, anchors: tuple[bytes, ...]) -> list[int]:
