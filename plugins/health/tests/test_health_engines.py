@@ -39,7 +39,7 @@ def test_hyperscan_sends_only_family_matches_to_python():
     the bytes.find engine (anchors) still inspects it and finds nothing either."""
     near_miss = [
         b"{'eval_loss': 0.41, 'eval_mean_abs_error': 0.12, 'eval_nan_count': 0, 'epoch': 1.2}",
-        b"[WARNING|trainer.py:1201] error_if_nonfinite=False; skipped 0 nan/inf grads",
+        b"[WARNING|trainer.py:1201] error_if_nonfinite=False; nan_guard skipped 0 non-finite grads",
         b"{'train/error_rate': 0.03, 'train/nan_guard_triggered': 0, 'oom_score_adj': 0}",
         b"step 100 | loss 1.2 | terrorism_filter dropped 3 rows | Errors: 0",
         b"INFO: retrying after error (attempt 1/5) ... ok",
@@ -144,3 +144,23 @@ def test_public_scan_file_on_both_engines():
     for engine in ENGINES:
         hits = runjob_health.scan_file(path, engine=engine)
         assert [(h.label, h.line, h.severity, h.action) for h in hits] == [("node_fail", 1, "error", "resume")]
+
+
+def test_cheaper_prefilter_expressions_match_at_least_what_their_pattern_matches():
+    """Each PREFILTER stand-in must match every record its real pattern matches (on every
+    fixture record and the single-line positives), or Hyperscan would hide a finding."""
+    from runjob_health import _families
+    from test_health_scan import POSITIVE
+
+    recs = [r for e in INDEX for r in re.split(rb"[\r\n]", (DATA / e["file"]).read_bytes())]
+    recs += [ln.encode() for ln, _ in POSITIVE]
+    recs += [b"{'loss': nan}", b"loss=inf,", b"grad_norm: -Infinity", b"3/8 [00:02<00:03]Killed", b"loss nan"]
+    assert _families.PREFILTER
+    for pattern, wider in _families.PREFILTER.items():
+        rx, wide = re.compile(pattern), re.compile(wider, re.MULTILINE)
+        seen = 0
+        for rec in recs:
+            if rx.search(rec):
+                seen += 1
+                assert wide.search(rec), (pattern, rec)
+        assert seen, pattern

@@ -135,7 +135,7 @@ def family_expressions(with_tokens: bool) -> tuple[list[bytes], list[int]]:
     the records that change scanner state while it is idle (ids after the families).  One
     expression per pattern, not one alternation per family: Hyperscan compiles the separate
     expressions about four times faster."""
-    exprs = [(p, i) for i, f in enumerate(P.FAMILIES) for p in f.patterns]
+    exprs = [(P.FAMILY_PREFILTER.get(p, p), i) for i, f in enumerate(P.FAMILIES) for p in f.patterns]
     state = list(P.STATE_PATTERNS) + ([P.TOKEN_COUNT] if with_tokens else [])
     exprs += [(p, len(P.FAMILIES) + k) for k, p in enumerate(state)]
     return [_record_expression(p) for p, _ in exprs], [i for _, i in exprs]

@@ -140,6 +140,7 @@ SPECIFIC_LABELS = tuple(k for k in LABELS if k not in ("traceback", "truncation"
 # label patterns: see _families (one family = one way a framework reports one failure)
 FAMILIES = _families.FAMILIES
 LABEL_PATTERNS = _families.LABEL_PATTERNS
+FAMILY_PREFILTER = _families.PREFILTER
 # a record that matches the label's pattern is still not a hit if it matches its family's exclude
 LABEL_EXCLUDE: dict[str, bytes] = {}
 
