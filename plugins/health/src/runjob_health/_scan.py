@@ -65,21 +65,35 @@ _ALL_LABEL_ANCHORS = tuple(sorted(set().union(*_LABEL_ANCHORS.values())))
 _FAMILY_LABEL = tuple(f.label for f in P.FAMILIES)
 _LABEL_FAMILIES = {lb: tuple(i for i, f in enumerate(P.FAMILIES) if f.label == lb) for lb in _LABEL_ORDER}
 _FAMILY_RX: dict[int, tuple] = {}  # family index -> (pattern, exclude), compiled on a label's first match
-_HEADER_RX = re.compile(P.TB_HEADER)
-_FRAME_RX = re.compile(P.TB_FRAME)
-_EXC_RX = re.compile(P.TB_EXC)
-_STRUCT_RX = re.compile(P.TB_STRUCTURAL)
-_EXIT_RX = re.compile(P.TB_EXIT)
-_PROGRESS_RX = re.compile(P.TB_PROGRESS)
-_ERRORISH_RX = re.compile(P.TB_ERRORISH)
-_KILLED_RX = re.compile(P.KILLED)
-_EXIT137_RX = re.compile(P.EXIT137)
-_FINISH_RX = re.compile(P.FINISH_REASON)
-_TOKENS_RX = re.compile(P.TOKEN_COUNT)
-_CLIPPED_RX = re.compile(P.CLIPPED_RATIO)
-_TERMINATED_RX = re.compile(P.TERMINATED_LENGTH)
-_CONTEXT_TRUNC_RX = re.compile(P.CONTEXT_TRUNCATION)
-_TOKENIZER_RX = re.compile(P.TOKENIZER_OVERLENGTH)
+class _Compiled:
+    """The scanner's structural regexes, compiled on first use: a healthy log scanned with
+    Hyperscan may need none of them, and compiling all costs ~13 ms of every process start."""
+
+    _SOURCES = {
+        "header": P.TB_HEADER,
+        "frame": P.TB_FRAME,
+        "exc": P.TB_EXC,
+        "struct": P.TB_STRUCTURAL,
+        "exit": P.TB_EXIT,
+        "progress": P.TB_PROGRESS,
+        "errorish": P.TB_ERRORISH,
+        "killed": P.KILLED,
+        "exit137": P.EXIT137,
+        "finish": P.FINISH_REASON,
+        "tokens": P.TOKEN_COUNT,
+        "clipped": P.CLIPPED_RATIO,
+        "terminated": P.TERMINATED_LENGTH,
+        "context_trunc": P.CONTEXT_TRUNCATION,
+        "tokenizer": P.TOKENIZER_OVERLENGTH,
+    }
+
+    def __getattr__(self, name: str) -> "re.Pattern[bytes]":
+        rx = re.compile(self._SOURCES[name])
+        setattr(self, name, rx)
+        return rx
+
+
+_RX = _Compiled()
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -355,11 +369,11 @@ class LogScanner:
             f = P.FAMILIES[family]
             self._on_label(label, line, _decode(rec, at), evidence=f.evidence, kind=f.kind)
         if b"runcat" in rec:
-            m = _CONTEXT_TRUNC_RX.search(rec)
+            m = _RX.context_trunc.search(rec)
             if m is not None:
                 self._context_truncated(line, _decode(rec, m.start()))
         if b"Token indices" in rec:
-            m = _TOKENIZER_RX.search(rec)
+            m = _RX.tokenizer.search(rec)
             if m is not None:
                 self._tokenizer_overlength(line, _decode(rec, m.start()), m)
         self._traceback_step(rec, line, bool(matched))
@@ -397,7 +411,7 @@ class LogScanner:
 
     def _traceback_step(self, rec: bytes, line: int, had_label: bool) -> None:
         ev = self._event
-        hdr = _HEADER_RX.search(rec)
+        hdr = _RX.header.search(rec)
         if ev is None:
             if hdr is not None:
                 prefix = rec[:hdr.start()].rstrip()
@@ -405,7 +419,7 @@ class LogScanner:
                 indent = len(content) - len(content.lstrip())
                 self._open_event(line, prefix, indent, headless=False)
                 return
-            fr = _FRAME_RX.search(rec)
+            fr = _RX.frame.search(rec)
             if fr is not None:
                 prefix = rec[:fr.start()].rstrip()
                 content = rec[len(prefix):]
@@ -419,26 +433,26 @@ class LogScanner:
         content = self._strip_prefix(rec, ev.prefix)
         body = content.lstrip()
         indent = len(content) - len(body)
-        if _FRAME_RX.match(body) is not None or _STRUCT_RX.match(body) is not None:
+        if _RX.frame.match(body) is not None or _RX.struct.match(body) is not None:
             if ev.n_records > EVENT_MAX_RECORDS:
                 self._decide()
             return
-        if indent <= ev.exc_max_indent and _EXC_RX.match(body) is not None:
+        if indent <= ev.exc_max_indent and _RX.exc.match(body) is not None:
             ev.exc_line = line
             ev.exc_text = _decode(body)
             ev.phase = "after"
             return
         if ev.phase == "body" and indent > ev.exc_max_indent and not (
-                _PROGRESS_RX.search(rec) is not None and _ERRORISH_RX.search(rec) is None):
+                _RX.progress.search(rec) is not None and _RX.errorish.search(rec) is None):
             if ev.n_records > EVENT_MAX_RECORDS:
                 self._decide()
             return                                  # code line of a frame
         # a line that is not part of the traceback text: lookahead
-        if _EXIT_RX.search(rec) is not None:
+        if _RX.exit.search(rec) is not None:
             ev.exit_seen = True
             self._decide()
             return
-        if _PROGRESS_RX.search(rec) is not None and _ERRORISH_RX.search(rec) is None:
+        if _RX.progress.search(rec) is not None and _RX.errorish.search(rec) is None:
             ev.n_progress += 1
         ev.n_after += 1
         if ev.n_after >= LOOKAHEAD_LINES or ev.n_records > EVENT_MAX_RECORDS:
@@ -480,14 +494,14 @@ class LogScanner:
         if host_oom_here:
             self._killed = None
             return
-        if _KILLED_RX.search(rec) is not None:
-            if _EXIT137_RX.search(rec) is not None:
+        if _RX.killed.search(rec) is not None:
+            if _RX.exit137.search(rec) is not None:
                 self._killed = None
                 self._on_label("host_oom", line, _decode(rec))
             else:
                 self._killed = (line, rec)
             return
-        if self._killed is not None and _EXIT137_RX.search(rec) is not None:
+        if self._killed is not None and _RX.exit137.search(rec) is not None:
             kline, krec = self._killed
             self._killed = None
             self._on_label("host_oom", kline, _decode(krec))
@@ -515,7 +529,7 @@ class LogScanner:
             return
         counted = False
         if b"finish_reason" in rec:
-            for m in _FINISH_RX.finditer(rec):
+            for m in _RX.finish.finditer(rec):
                 v = m.group(1).lower()
                 if v in P.NULL_REASONS:
                     continue
@@ -525,15 +539,15 @@ class LogScanner:
                     self._fr[1] += 1
                     self._trunc_last = (line, _decode(rec))
         if self.max_tokens:
-            for m in _TOKENS_RX.finditer(rec):
+            for m in _RX.tokens.finditer(rec):
                 counted = True
                 self._tok[0] += 1
                 if int(m.group(1)) >= self.max_tokens:
                     self._tok[1] += 1
                     self._trunc_last = (line, _decode(rec))
         if b"clip" in rec or b"terminated_length" in rec:
-            ratios = [float(m.group(1)) for m in _CLIPPED_RX.finditer(rec)]
-            lengths = [float(m.group(1)) for m in _TERMINATED_RX.finditer(rec)]
+            ratios = [float(m.group(1)) for m in _RX.clipped.finditer(rec)]
+            lengths = [float(m.group(1)) for m in _RX.terminated.finditer(rec)]
             if ratios or lengths:
                 counted = True
                 self._clip[0] += 1
