@@ -59,8 +59,11 @@ FAMILIES: tuple[Family, ...] = (
         rb"CUDA_ERROR_OUT_OF_MEMORY",
         rb"cudaErrorMemoryAllocation",
     )),
+    # (SGLang's "Decode out of memory happened. #retracted_reqs" is a retraction it recovers
+    # from; its RuntimeError "Decode/Prefill out of memory. Try to lower your batch size" is not)
     Family("cuda_oom", "the inference engine found no device memory left for its KV cache", (
         rb"No available memory for the cache blocks",
+        rb"(?:Decode|Prefill) out of memory\. Try to lower your batch size",
         rb"larger than the maximum number of tokens that can be stored in KV cache",
         rb"KV cache is needed, which is larger than the available KV cache memory",
     )),
@@ -176,6 +179,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("node_fail", "SLURM reported a node down or a launch that failed on it", (
         rb"srun: error: Task launch for \S+ failed on node \S+",
         rb"\((?:launch failed requeued held|NodeDown)\)",
+        rb"\bReason=(?:launch_failed_requeued_held|NodeDown)\b",
         rb"(?:Kill task failed|Not responding|Node unexpectedly rebooted|batch job complete failure|"
         rb"Prolog error|Epilog error|NHC: [^\n]{1,60}?)\s+\S+\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d",
         rb"\bReason=(?:Kill task failed|Not responding|Node unexpectedly rebooted|batch job complete failure|"
@@ -190,7 +194,11 @@ FAMILIES: tuple[Family, ...] = (
         rb"DistBackendError",
         rb"Some NCCL operations have failed or timed out",
         rb"NCCL communicator was aborted",
-        rb"NCCL WARN",
+        # not every "NCCL WARN": the proxy thread warns at a clean teardown too.  These are
+        # NCCL's own failure wordings (net_ib.cc completion errors, CUDACHECK, SYSCHECK)
+        rb"NCCL WARN NET/IB ?: Got completion from peer",
+        rb"NCCL WARN Cuda failure",
+        rb"NCCL WARN Call to \S+ failed",
     ), exclude=rb"\bNCCL INFO\b"),
     # ---------------------------------------------------------------- disk_full
     Family("disk_full", "the OS refused a write (no space left, quota exceeded)", (

@@ -160,7 +160,7 @@ ANCHORS: tuple[bytes, ...] = (
     # cuda_oom
     b"CUDA out", b"HIP out", b"MPS backend out", b"THCudaCheck", b"_ALLOC_FAILED",
     b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
-    b"Free memory on",
+    b"Free memory on", b"of memory. Try",
     # host_oom
     b"Detected", b"Killed", b"Out Of Memory", b"Out of memory", b"exceeded memory",
     b"Exceeded", b"Memory cgroup", b"DefaultCPUAllocator", b"exitcode", b"SIGKILL", b"return code",
@@ -171,7 +171,7 @@ ANCHORS: tuple[bytes, ...] = (
     b'"action', b"low on resource", b"had condition", b"Evicted",
     b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus", b"GPU is lost",
     b"been marked", b"died", b"is dead", b"dump signal",
-    b"Task launch", b"requeued held", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
+    b"Task launch", b"requeued", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
     b"complete failure", b"NHC",
     # nccl_error
     # (not plain "NCCL": NCCL_DEBUG=INFO logs have millions of "NCCL INFO" lines)
@@ -199,7 +199,7 @@ ANCHORS: tuple[bytes, ...] = (
 LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
     "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"rror", b"THCudaCheck", b"_ALLOC_FAILED",
                  b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
-                 b"Free memory on", b"Not enough"),
+                 b"Free memory on", b"Not enough", b"of memory. Try"),
     "host_oom": (b"Detected", b"Killed", b"Out Of Memory", b"exceeded memory", b"Exceeded", b"Out of memory",
                  b"Memory cgroup", b"DefaultCPUAllocator", b"rror", b"exitcode", b"SIGKILL", b"return code"),
     "nan_loss": (b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Current loss scale"),
@@ -208,7 +208,7 @@ LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
                   b"ermination", b"instance-action", b'"action', b"low on resource", b"had condition", b"Evicted"),
     "node_fail": (b"DUE TO", b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus",
                   b"GPU is lost", b"been marked", b"rror", b"died", b"is dead", b"dump signal",
-                  b"Task launch", b"requeued held", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
+                  b"Task launch", b"requeued", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
                   b"complete failure", b"NHC"),
     "nccl_error": (b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL",
                    b"NCCL communicator", b"NCCL WARN", b"rror", b"DistBackend"),
@@ -292,6 +292,7 @@ CONTEXT_TRUNCATION = (
     rb"Truncating context to \d+ tokens"
     rb"|Left truncation applied\. Original sequence length was \d+"
     rb"|[Cc]ontext (?:was |has been )?truncated to (?:fit|\d+ tokens)"
+    rb"|exceeds model's maximum length \(\d+\)\. Truncating \d+ tokens from the left"
 )
 # transformers' tokenizer (tokenization_utils_base, once per tokenizer)
 TOKENIZER_OVERLENGTH = (rb"Token indices sequence length is longer than the specified maximum sequence length"
