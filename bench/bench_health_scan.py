@@ -90,6 +90,21 @@ ERE = [
     # import_error
     r"\b(ModuleNotFoundError|ImportError)\b(:|$)", r"\bNo module named ['\"]", r": command not found",
     r"execve\(\): [^ ]+: No such file or directory",
+    # health round 3 families (engine start-up memory, launcher SIGKILL, native imports, srun steps,
+    # node reasons, NCCL failure wordings, tokenizer/lm-eval/RL truncation)
+    r"Free memory on device.*on startup is less than desired GPU memory utilization",
+    r"Not enough memory\. Please try to increase --mem-fraction-static", r"(Decode|Prefill) out of memory\. Try to lower",
+    r"Not enough memory to handle [0-9]+ (prefill )?tokens", r"exits with return code = -9",
+    r"died with <Signals\.SIGKILL: 9>", r"process [0-9]+ terminated with signal SIGKILL",
+    r"\.so[.0-9]*: (undefined symbol: |cannot open shared object file)", r"version `(GLIBC|GLIBCXX|CXXABI)_[0-9.]+' not found",
+    r"CUDA Setup failed despite GPU being available", r"CUDA SETUP: Required library version not found",
+    r"Could not find the bitsandbytes CUDA binary", r"Failed to import [A-Za-z0-9_.]+ because of the following error",
+    r"srun: error: Unable to create (job )?step", r"srun: error: Task launch for [^ ]+ failed on node",
+    r"\((launch failed requeued held|NodeDown)\)", r"Reason=(launch_failed_requeued_held|NodeDown)",
+    r"(Kill task failed|Not responding|Node unexpectedly rebooted|batch job complete failure|Prolog error|Epilog error)"
+    r"[[:space:]]+[^ ]+[[:space:]]+[0-9]{4}-", r"NCCL WARN (NET/IB ?: Got completion from peer|Cuda failure|Call to)",
+    r"Token indices sequence length is longer than the specified maximum", r"Truncating [0-9]+ tokens from the left",
+    r"(clipped_ratio|response_length/clip_ratio)['\"]?[[:space:]]*[:=]",
     # traceback + truncation triggers
     r"Traceback \(most recent call last\)", r"File \"[^\"]*\", line [0-9]+",
     r"finish_reason['\"]?[[:space:]]*[:=]",
