@@ -214,7 +214,8 @@ def test_anchor_contract_holds_on_every_fixture_record(engine):
     rxs = [re.compile(b"|".join(b"(?:" + p + b")" for p in pats)) for pats in P.LABEL_PATTERNS.values()]
     state = [re.compile(P.TB_HEADER), re.compile(P.TB_FRAME), re.compile(P.KILLED), re.compile(P.FINISH_REASON),
              re.compile(P.TOKEN_COUNT), re.compile(P.CLIPPED_RATIO), re.compile(P.TERMINATED_LENGTH),
-             re.compile(P.CONTEXT_TRUNCATION)]
+             re.compile(P.CONTEXT_TRUNCATION), re.compile(P.TOKENIZER_OVERLENGTH)]
+    assert set(P.STATE_PATTERNS) | {P.TOKEN_COUNT} == {rx.pattern for rx in state}
     s = LogScanner(max_tokens=10, engine=engine)
     checked = 0
     extra = [ln.encode() for ln, _ in POSITIVE]

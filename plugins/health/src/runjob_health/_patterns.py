@@ -5,17 +5,22 @@ Everything here works on *records*: the bytes between two line terminators
 
 Speed contract
 --------------
-``_scan.LogScanner`` does not run these regexes on every record.  It first
-looks for the literal byte strings in :data:`ANCHORS` (fast ``bytes.find`` /
-``memchr`` passes over big chunks) and only inspects records that contain one.
-That is only correct if **every match of every label pattern, and every
-record that changes scanner state while it is idle (traceback start, a
-``Killed`` line, a completion row for the truncation check), contains at least
-one anchor occurrence that passes its guard**.  When you add a pattern, make
-sure its matched text contains one of the anchors below (case-sensitive!), or
-add an anchor.  ``tests/test_health_scan.py`` checks this on every fixture and
-on a list of example strings, and compares the fast scanner with a per-record
-reference scanner.
+``_scan.LogScanner`` does not run these regexes on every record.  It first finds the
+records worth inspecting and only runs the regexes there:
+
+* with Hyperscan, records where a family pattern (:mod:`runjob_health._families`) or one
+  of :data:`STATE_PATTERNS` matched (prefilter mode: a superset); the scanner then runs
+  only the labels of the families that matched;
+* with the ``bytes.find`` fallback, records holding one of the literal :data:`ANCHORS`.
+  That is only correct if **every match of every label pattern, and every record that
+  changes scanner state while it is idle (traceback start, a ``Killed`` line, a completion
+  row for the truncation check), contains at least one anchor occurrence that passes its
+  guard**.  When you add a pattern, make sure its matched text contains one of the anchors
+  below (case-sensitive!), or add an anchor; when you add a state pattern, add it to
+  :data:`STATE_PATTERNS` too.
+
+``tests/test_health_scan.py`` checks both on every fixture and on a list of example
+strings, and compares the fast scanner with a per-record reference scanner.
 """
 
 from __future__ import annotations
@@ -133,7 +138,6 @@ KINDS: dict[str, tuple] = {
         "SLURM_MEM_PER_CPU / SLURM_MEM_PER_NODE from the batch environment is a common cause) and resubmit",
     ),
 }
-TRUNCATION_KINDS = KINDS    # the name before kinds served more than truncation
 
 SPECIFIC_LABELS = tuple(k for k in LABELS if k not in ("traceback", "truncation"))
 
@@ -141,8 +145,6 @@ SPECIFIC_LABELS = tuple(k for k in LABELS if k not in ("traceback", "truncation"
 FAMILIES = _families.FAMILIES
 LABEL_PATTERNS = _families.LABEL_PATTERNS
 FAMILY_PREFILTER = _families.PREFILTER
-# a record that matches the label's pattern is still not a hit if it matches its family's exclude
-LABEL_EXCLUDE: dict[str, bytes] = {}
 
 # --------------------------------------------------------------------------
 # anchors (literal, case-sensitive).  GUARDED anchors only count when the
