@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -214,6 +215,7 @@ def generate(path: Path, size: int, seed: int = 1, healthy: bool = False, near_m
 
 
 SEED_GREP = ["grep", "-i", r"error\|traceback\|exception\|nan\|killed"]
+SHORT = ("grep -c", "grep | pipe", "scan_file (hyperscan)", "runjob health scan", "scan_file (fallback)")
 SEED_GREP_COUNT = ["grep", "-c", "-i", r"error\|traceback\|exception\|nan\|killed"]
 
 
@@ -228,9 +230,14 @@ def cli_vs_seed_grep(sizes_mb: list[int], reps: int, fallback_max_mb: int, kinds
     env_c = dict(os.environ, LC_ALL="C")
     engine = {e: dict(os.environ, RUNJOB_HEALTH_ENGINE=e) for e in ("hyperscan", "python")}
 
+    cpu: dict = {}      # command -> CPU seconds (user + system) of each run
+
     def cmd(argv, env):
         def go():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.setdefault(go, []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
             if out.returncode not in (0, 1):          # grep: 1 = no match; runjob: 1 = error finding
                 raise SystemExit(f"{argv[0]} failed ({out.returncode}): {out.stderr.decode()[-300:]}")
             return out
@@ -265,6 +272,12 @@ def cli_vs_seed_grep(sizes_mb: list[int], reps: int, fallback_max_mb: int, kinds
                  f"(scan_file returned {said}; grep -c counts {grep_count} lines)",
                  [(label, samples) for (label, _), samples in zip(runs, rows)],
                  target="runjob health scan <= 1.0x grep -c")
+            # on a shared, overloaded machine wall time mostly measures the queue for a core;
+            # the CPU each whole process used is the steadier figure, so both are printed
+            base_cpu = median_ms(cpu[runs[0][1]][-reps:])
+            print("  CPU (user+system), medians: " + ", ".join(
+                f"{short}: {median_ms(cpu[fn][-reps:]):.0f} ms "
+                f"({median_ms(cpu[fn][-reps:]) / base_cpu:.2f}x)" for short, (_, fn) in zip(SHORT, runs)))
             base = median_ms(rows[0])
             print(f"  RATIO {kind} {mb} MiB: runjob health scan {median_ms(rows[3]) / base:.2f}x, scan_file "
                   f"{median_ms(rows[2]) / base:.2f}x" + (f", fallback {median_ms(rows[4]) / base:.2f}x" if len(rows) > 4 else "")
