@@ -158,7 +158,9 @@ ANCHORS: tuple[bytes, ...] = (
     # the "...Error" family: OutOfMemoryError, MemoryError, ImportError,
     # ModuleNotFoundError, GatedRepoError, NCCL error, ncclXxxError,
     # "sbatch: error:", "CUDA error: out of memory", "Client Error", ...
-    b"rror",
+    # (guarded "Error": a class name ends there, so "Errors: 0" and "ErrorRate" do not count;
+    # lowercase only with a colon or a known prefix: metric names like eval_error are common)
+    b"Error", b"error:", b"cudaError", b"olog error", b"lient error",
     # cuda_oom
     b"CUDA out", b"HIP out", b"MPS backend out", b"THCudaCheck", b"_ALLOC_FAILED",
     b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
@@ -199,33 +201,33 @@ ANCHORS: tuple[bytes, ...] = (
 # per label: at least one of these literals is in every record the label's
 # patterns match (a cheap precheck before running the regexes)
 LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
-    "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"rror", b"THCudaCheck", b"_ALLOC_FAILED",
+    "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"Error", b"error:", b"cudaError", b"THCudaCheck", b"_ALLOC_FAILED",
                  b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
                  b"Free memory on", b"Not enough", b"of memory. Try"),
     "host_oom": (b"Detected", b"Killed", b"Out Of Memory", b"exceeded memory", b"Exceeded", b"Out of memory",
-                 b"Memory cgroup", b"DefaultCPUAllocator", b"rror", b"exitcode", b"SIGKILL", b"return code"),
+                 b"Memory cgroup", b"DefaultCPUAllocator", b"Error", b"exitcode", b"SIGKILL", b"return code"),
     "nan_loss": (b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Current loss scale"),
     "time_limit": (b"DUE TO", b"PBS: job killed", b"TERM_"),
     "preempted": (b"DUE TO", b"TERM_", b"nterruption", b"going to be interrupted", b"reempt", b"imminent",
                   b"ermination", b"instance-action", b'"action', b"low on resource", b"had condition", b"Evicted"),
     "node_fail": (b"DUE TO", b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus",
-                  b"GPU is lost", b"been marked", b"rror", b"died", b"is dead", b"dump signal",
+                  b"GPU is lost", b"been marked", b"Error", b"cudaError", b"olog error", b"died", b"is dead", b"dump signal",
                   b"Task launch", b"requeued", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
                   b"complete failure", b"NHC"),
     "nccl_error": (b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL",
-                   b"NCCL communicator", b"NCCL WARN", b"rror", b"DistBackend"),
+                   b"NCCL communicator", b"NCCL WARN", b"Error", b"DistBackend"),
     "disk_full": (b"No space left", b"Errno", b"ENOSPC", b"isk quota", b"Not enough"),
-    "hub_auth_error": (b"rror", b"Invalid ", b"Cannot access gated", b"You are trying", b"Access to model", b"Repo model",
+    "hub_auth_error": (b"Error", b"lient error", b"Invalid ", b"Cannot access gated", b"You are trying", b"Access to model", b"Repo model",
                        b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound", b"uthentication"),
-    "submit_error": (b"rror", b"Batch job submission", b"Unable to allocate", b"Unable to create"),
-    "import_error": (b"rror", b"No module named", b"command not found", b"execve", b"undefined symbol",
+    "submit_error": (b"error:", b"Batch job submission", b"Unable to allocate", b"Unable to create"),
+    "import_error": (b"Error", b"No module named", b"command not found", b"execve", b"undefined symbol",
                      b"shared object", b"' not found", b"CUDA Setup", b"CUDA SETUP", b"CUDA binary",
                      b"Failed to import"),
 }
 
 # only when max_tokens is given (token-count rows)
 TOKEN_ANCHORS: tuple[bytes, ...] = (b"_tokens", b"output_len", b"gen_len")
-GUARDED: frozenset[bytes] = frozenset({b"nan", b"NaN", b"NAN", b"inf", b"Inf"})
+GUARDED: frozenset[bytes] = frozenset({b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Error"})
 GUARD_ALLOWED_SUFFIX = b"inity"  # "Infinity"/"infinity" pass the guard
 
 # --------------------------------------------------------------------------
