@@ -40,6 +40,7 @@ FAMILY_POSITIVES = [
     ("RuntimeError: Decode out of memory. Try to lower your batch size.", "cuda_oom", "KV cache"),
     ("Not enough memory to handle 4096 prefill tokens. You need to decrease `--max-batch-prefill-tokens`", "cuda_oom",
      "start-up memory check"),
+    ("RuntimeError: Not enough memory to handle 4096 prefill tokens.", "cuda_oom", "start-up memory check"),
     ("[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
      "'--local_rank=0'] exits with return code = -9", "host_oom", "SIGKILL"),
     ("subprocess.CalledProcessError: Command '['/usr/bin/python3', '-u', 'main.py']' died with <Signals.SIGKILL: 9>.",

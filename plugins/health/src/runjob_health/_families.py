@@ -72,7 +72,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("cuda_oom", "the inference engine's start-up memory check refused the device", (
         rb"Free memory on device\b.{0,80}\bon startup is less than desired GPU memory utilization",
         rb"Not enough memory\. Please try to increase --mem-fraction-static",
-        rb"Not enough memory to handle \d+ (?:prefill )?tokens\. You need to decrease `?--max-batch",
+        # TGI's warm-up (text-generation-server, every model class): the advice to decrease
+        # --max-batch-prefill-tokens follows, on the same line or the next
+        rb"Not enough memory to handle \d+ prefill tokens",
     )),
     # ---------------------------------------------------------------- host_oom
     Family("host_oom", "the scheduler or the kernel reported an OOM kill", (
