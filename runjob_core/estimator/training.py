@@ -34,6 +34,7 @@ from runjob_core.estimator.memory import (
     _settings,
     nf4_weight_bytes,
 )
+from runjob_core.estimator.zero_buffers import master_step_bytes, reduce_bucket_bytes
 
 
 
@@ -130,6 +131,10 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             # and frees its gradient, so only the largest parameter's gradient is ever whole
             grads = min(grads, _largest_param(a, counts) * g_b / (n if stage >= 2 else 1))
             step_temp = 0.0
+        elif not pure and dtype != "fp32" and stage <= 2 and not kw["cpu_offload"]:
+            # an fp32 master copy is stepped with an fp32 gradient the step builds from the
+            # 16-bit ones (DeepSpeed FP16_Optimizer / ZeRO-1/2; see zero_buffers)
+            step_temp = master_step_bytes(psi, n, stage, temp_b)
     else:
         targets = kw["lora_targets"] or default_lora_targets(a)
         kw["lora_targets"] = tuple(targets)
@@ -184,6 +189,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     logits = logits_bytes(tokens, a.vocab, act_b, kw["loss"], bool(kw["torch_compile"]))
     final = tokens * a.hidden * (4 + act_b)  # final RMSNorm: fp32 input + LM-head input
     activations = layers_act + logits + final
+    bucket = 0.0 if offload else reduce_bucket_bytes(stage, act_b)
     gather = 0.0
     if stage >= 3 and (n > 1 or offload):
         # ZeRO-3/FSDP all-gathers a layer's weights (and prefetches the next one)
@@ -207,7 +213,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             offloaded += weights
             weights = 0.0
     states = weights + grads + opt
-    torch_peak = states + max(activations, step_temp) + gather
+    torch_peak = states + max(activations + bucket, step_temp) + gather
     overhead = CUDA_CONTEXT_GIB * GIB + ALLOCATOR_SLACK * torch_peak
     total = torch_peak + overhead
     vram = g.total_bytes
@@ -257,6 +263,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "activation_bytes_per_token_layer": per_layer,
             "optimizer_step_temporaries_gib": _gib(step_temp),
             "zero3_gather_gib": _gib(gather),
+            "reduce_bucket_gib": _gib(bucket),
             "cuda_context_gib": CUDA_CONTEXT_GIB,
             "lora_params": lora_params,
             "tokens_per_gpu": tokens,
