@@ -107,7 +107,7 @@ GPUS: tuple[GPUSpec, ...] = (
         "https://github.com/deepspeedai/DeepSpeed/blob/master/docs/assets/images/oom_dp8_1.5B_log.png",
         "OOM message in DeepSpeed's ZeRO tutorial (V100-SXM3 32GB): 'GPU 1; 31.72 GiB total capacity' "
         "(nvidia-smi 32480MiB)",
-        ("v100", "v10032gb", "v100sxm332gb", "v100sxm232gb", "v100sxm3", "v100sxm2"),
+        ("v10032gb", "v100sxm332gb", "v100sxm232gb", "v100pcie32gb"),  # not bare "v100": 16 GB cards exist
     ),
     GPUSpec(
         "T4", 16, _gib(14.75),
