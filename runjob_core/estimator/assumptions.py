@@ -101,7 +101,9 @@ def _zero_buffers(kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
                      "allocated for backward (DeepSpeed reduce_bucket_size 5e8 elements, its default)")
     master = kind == "full_ft" and kw["dtype"] != "fp32" and kw["master_weights"]
     if master and stage <= 2 and not kw["cpu_offload"] and not kw["optimizer_in_bwd"]:
-        per = "8 B per parameter (FP16_Optimizer)" if stage == 0 else "6 B per parameter of the rank's partition"
-        lines.append(f"optimizer step: the 16-bit gradients are cast to fp32 for the master copy first ({per}, "
-                     f"DeepSpeed's code): {est.breakdown['optimizer_step_temporaries_gib']:.2f} GiB at the step")
+        per = ("an fp32 copy of every gradient and their flat concatenation (FP16_Optimizer)" if stage == 0 else
+               "a flat 16-bit copy of the rank's gradient partition and its fp32 cast")
+        lines.append(f"optimizer step: the 16-bit gradients are cast to fp32 for the master copy first: {per}, "
+                     f"then the optimizer's own temporaries (DeepSpeed's code): "
+                     f"{est.breakdown['optimizer_step_temporaries_gib']:.2f} GiB at the step")
     return lines

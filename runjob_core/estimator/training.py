@@ -75,6 +75,15 @@ def _largest_param(a: Arch, counts: dict[str, int]) -> float:
     return float(max(counts["embedding"], counts["lm_head"], mlp))
 
 
+#: ``_single_tensor_adamw``'s two fp32 temporaries per element of the tensor it steps.
+SINGLE_TENSOR_TEMP_B = 8.0
+
+
+def single_tensor_step_bytes(a: Arch, counts: dict[str, int], n: int, stage: int) -> float:
+    """Temporaries of ``adamw_single`` stepping an unflattened model: the largest tensor's."""
+    return SINGLE_TENSOR_TEMP_B * _largest_param(a, counts) / (n if stage >= 3 else 1)
+
+
 def _layer_params(a: Arch, counts: dict[str, int]) -> float:
     body = counts["total"] - counts["embedding"] - counts["lm_head"]
     return body / max(1, a.layers)
@@ -133,8 +142,13 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             step_temp = 0.0
         elif not pure and dtype != "fp32" and stage <= 2 and not kw["cpu_offload"]:
             # an fp32 master copy is stepped with an fp32 gradient the step builds from the
-            # 16-bit ones (DeepSpeed FP16_Optimizer / ZeRO-1/2; see zero_buffers)
-            step_temp = master_step_bytes(psi, n, stage, temp_b)
+            # 16-bit ones (DeepSpeed FP16_Optimizer / ZeRO-1/2; see zero_buffers). DeepSpeed
+            # hands the optimizer one flat tensor per group, so a single-tensor AdamW's
+            # temporaries cover the rank's whole partition.
+            single_b = SINGLE_TENSOR_TEMP_B if optim == "adamw_single" else temp_b
+            step_temp = master_step_bytes(psi, n, stage, single_b)
+        elif optim == "adamw_single":
+            step_temp = single_tensor_step_bytes(a, counts, n, stage) * (0.5 if pure else 1.0)
     else:
         targets = kw["lora_targets"] or default_lora_targets(a)
         kw["lora_targets"] = tuple(targets)

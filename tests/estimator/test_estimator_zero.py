@@ -78,7 +78,7 @@ def test_assumptions_name_the_step_cast_and_the_bucket():
     e = _full("Llama-3.1-8B", 2, 8, grad_checkpointing=True)
     text = "\n".join(e["assumptions"])
     assert "reduce bucket: 0.93 GiB" in text
-    assert "cast to fp32 for the master copy" in text and "6 B per parameter of the rank's partition" in text
+    assert "cast to fp32 for the master copy" in text and "flat 16-bit copy of the rank's gradient partition" in text
     pure = "\n".join(_full("Llama-3.1-8B", 3, 8, master_weights=False)["assumptions"])
     assert "reduce bucket" not in pure and "cast to fp32" not in pure
 
@@ -97,3 +97,22 @@ def test_deepspeed_zero_tutorial_runs(tmp_path, config, stage, n, ckpt, fits):
                  num_gpus=n, zero_stage=stage, grad_checkpointing=ckpt, optimizer="adamw_fused",
                  flash_attention=False).to_json()
     assert e["fits"] is fits, e["total_gib"]
+
+
+def test_single_tensor_adamw_under_zero2_holds_two_temporaries_of_the_whole_partition():
+    # LlamaFactory#1221: LLaMA-7B, ZeRO-2 on 8 V100 32GB, torch AdamW's single-tensor step
+    # ('denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)') on DeepSpeed's flat
+    # partition: 'Tried to allocate 3.14 GiB ... 28.28 GiB already allocated' -> OOM
+    e = estimate("Llama-2-7B", "full_ft", "V100-32GB", dtype="fp16", seq_len=1024, batch=1, num_gpus=8,
+                 zero_stage=2, grad_checkpointing=True, optimizer="adamw_single").to_json()
+    part = e["params_total"] / 8
+    # fp32 gradient (4) - freed 16-bit gradients (2) + sqrt and quotient (4 + 4)
+    assert e["breakdown"]["optimizer_step_temporaries_gib"] == pytest.approx(part * 10 / GIB, rel=1e-3)
+    assert e["torch_peak_gib"] == pytest.approx(28.28 + 3.14, rel=0.02)
+    assert e["fits"] is False
+
+
+def test_single_tensor_adamw_without_flattening_scales_with_the_largest_tensor():
+    e = _full("Llama-3.1-8B", 3, 8, optimizer="adamw_single")
+    largest = 128256 * 4096  # the embedding / LM head of Llama 3.1 8B
+    assert e["breakdown"]["optimizer_step_temporaries_gib"] == pytest.approx(8 * largest / 8 / GIB, rel=1e-3)
