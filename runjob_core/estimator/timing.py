@@ -75,9 +75,15 @@ EAGER_STEP_S = 3.0e-3
 BANDWIDTH_EFFICIENCY = 0.75
 #: Share of peak for prefill and for compute-bound decode batches.
 PREFILL_EFFICIENCY = 0.5
-#: vLLM/SGLang scheduler + sampling + detokenisation per step and per running sequence
-#: (CUDA graphs replay the layers, so no per-layer launch cost).
-ENGINE_STEP_S = 1.0e-3
+#: vLLM/SGLang CPU work per step and per running sequence: scheduling, building the step's
+#: input tensors, the sampler (outside the CUDA graph that replays the layers, so no per-layer
+#: launch cost) and detokenisation. vLLM's V0 engine does it *between* forward passes: the GPU
+#: waits, so it adds to the step (``ENGINE_SERIAL``). SGLang's overlap scheduler (default since
+#: 0.4) prepares step n+1 while step n runs: it hides behind the GPU time. 2.5 ms: the tuning
+#: set's Qwen2.5 vLLM 0.6.3 batch-1 runs on an A100 leave 2.0-3.8 ms per step above their
+#: weight reads (round 1 assumed 1 ms, overlapped, and read 1.9-3.2x too fast on small models).
+ENGINE_STEP_S = 2.5e-3
+ENGINE_SERIAL = {"vllm": True, "sglang": False}
 ENGINE_PER_SEQ_S = 10e-6
 #: NCCL reaches ~80% of a link's one-way bandwidth in a large all-reduce.
 LINK_EFFICIENCY = 0.8
@@ -218,6 +224,8 @@ def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float,
         kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
     memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / (peaks.hbm_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
     compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)
+    if ENGINE_SERIAL.get(engine):
+        return max(memory_s, compute_s) + overhead, memory_s, compute_s, overhead
     return max(memory_s, compute_s, overhead), memory_s, compute_s, overhead
 
 
@@ -255,7 +263,7 @@ def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: flo
         prefill_eff = PREFILL_EFFICIENCY * 0.8
     step, memory_s, compute_s, overhead = _decode_step(est, arch, peaks, engine=engine, concurrency=concurrency,
                                                        context=context, n_mm=n_mm, peak=peak)
-    bound = "overhead" if step == overhead else ("memory" if memory_s >= compute_s else "compute")
+    bound = "overhead" if overhead >= max(memory_s, compute_s) else ("memory" if memory_s >= compute_s else "compute")
     # One replica's share of the rows (a full batch when the row count is unknown): its prefill,
     # then its decode steps, tail included.
     per_replica = rows / replicas if rows is not None else concurrency
@@ -271,7 +279,8 @@ def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: flo
         bound = "compute"
     rate = replicas * per_replica * mean_out / (prefill_s + decode_s)
     assumptions += [what, f"decode step {step * 1e3:.1f} ms: weights+KV {memory_s * 1e3:.1f} ms at "
-                          f"{BANDWIDTH_EFFICIENCY:g} of HBM, compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms",
+                          f"{BANDWIDTH_EFFICIENCY:g} of HBM, compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms"
+                          f"{' (between forward passes: added)' if ENGINE_SERIAL.get(engine) else ''}",
                     f"prefill compute-bound at {prefill_eff:g} of peak; {input_tokens:g} in + {output_tokens:g} out tokens "
                     f"per row; {replicas} replica(s) x tp {tp}"]
     if longest > mean_out:

@@ -87,6 +87,17 @@ def test_a_static_generate_batch_runs_until_its_longest_row():
     assert odd["tokens_per_s"] < 0.85 * even["tokens_per_s"]
 
 
+def test_vllm_adds_its_step_overhead_and_sglang_hides_it():
+    work = {"input_tokens": 1.0, "output_tokens": 2048.0, "rows": 1, "tokens": 2048.0}
+    vllm = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="vllm", max_model_len=4096, work=work)
+    sglang = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
+    # V0 vLLM schedules between forward passes: weights read + CPU step; SGLang overlaps the two
+    assert vllm["tokens_per_s"] == pytest.approx(1 / (1 / sglang["tokens_per_s"] + timing.ENGINE_STEP_S), rel=0.02)
+    assert any("between forward passes: added" in a for a in vllm["assumptions"])
+    tiny = rate("Qwen2.5-0.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
+    assert tiny["bound"] == "overhead" and tiny["tokens_per_s"] == pytest.approx(1 / timing.ENGINE_STEP_S, rel=0.05)
+
+
 def test_a_continuous_batch_pays_the_longest_row_once_at_the_end():
     one_wave = {"input_tokens": 200.0, "output_tokens": 200.0, "rows": 200, "tokens": 200 * 200.0}
     even = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=2048, work=one_wave)
@@ -182,14 +193,14 @@ def test_no_eta_without_progress_or_total():
 
 
 def test_tuning_set_is_kept_within_the_goal():
-    """Training within the goal. The project's H200 VM ran transformers generate ~2x slower than the
-    bare-metal per-op prior (its vCPUs): those five cases are kept, and kept from drifting further."""
+    """Training and vLLM within the goal. The project's H200 VM ran transformers generate ~2x slower than
+    the bare-metal per-op prior (its vCPUs): those five cases are kept, and kept from drifting further."""
     rows = time_eval.score(time_eval.load("tuning"))
-    training = [r for r in rows if r["group"] == "training"]
-    summary = time_eval.summary(training)
-    assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
-    generate = [r for r in rows if r["group"] == "inference"]
-    assert len(generate) == 5 and all(1.0 < r["ratio"] < 2.5 for r in generate), time_eval.table(rows)
+    vm = [r for r in rows if r["engine"] == "hf" and r["group"] == "inference"]
+    rest = [r for r in rows if r not in vm]
+    summary = time_eval.summary(rest)
+    assert len(rest) >= 20 and summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
+    assert len(vm) == 5 and all(1.0 < r["ratio"] < 2.5 for r in vm), time_eval.table(rows)
 
 
 def test_held_out_training_is_within_2x():
@@ -199,10 +210,10 @@ def test_held_out_training_is_within_2x():
     assert len(training) >= 13 and time_eval.summary(training)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
-@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 40 cases, 72% within "
-                   "1.5x, 85% within 2x. transformers generate 12/12 within 1.5x; vLLM at batch 1 runs 1.9-3.2x below the "
-                   "model on models under 4B (its per-step CPU cost is not the 1 ms prior), and two vLLM reports are "
-                   "3.2x and 4.4x off; the constants are not refitted to held-out cases")
+@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 58 cases, 50% within "
+                   "1.5x, 74% within 2x. Training 13/13 within 2x; transformers generate 24/26 within 2x (the host CPU "
+                   "moves it 0.54-1.17x; MoE in transformers 10x too fast); SGLang batch 1 on the H20 5/16 within 2x "
+                   "(up to 3.1x too fast); vLLM reports 1.3x, 3.0x, 3.6x. Constants are not refitted to held-out cases")
 def test_held_out_meets_the_issue_goal():
     summary = time_eval.summary(time_eval.score(time_eval.load("heldout")))
     assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95
