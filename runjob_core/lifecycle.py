@@ -432,48 +432,51 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
 
 def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
                   attempt: int | None = None) -> None:
-    """A plugin raised something it should not have: one event naming it, the traceback in
-    the log (``RUNJOB_DEBUG=1`` or the logging config shows it); the rest carries on."""
-    import logging
+    """A plugin raised something it should not have: one ``plugin_error`` event naming it and
+    the file under ``.runjob/errors/`` that holds the traceback (:mod:`runjob_core._plugin_errors`);
+    the rest carries on."""
+    from runjob_core import _plugin_errors
 
-    logging.getLogger("runjob").warning("plugin %r failed in %s", plugin, hook, exc_info=exc)
-    context.event(job_id, "plugin_error", f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc} "
-                  "(a bug in that plugin; the rest carried on)", attempt=attempt, source=plugin, hook=hook)
+    _plugin_errors.record(context, job_id, hook, plugin, exc, attempt=attempt)
 
 
 # ---------------------------------------------------------------------------- cancel
 
 
-def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the user") -> list[str]:
-    """Cancel the job's active attempts and record them CANCELLED now (the user asked)."""
-    attempts, done = _cancel_active(context, row)
-    for attempt in attempts:
-        if attempt.submission.backend_job_id in done:
-            context.store.update_attempt(row.id, attempt.n, state="CANCELLED", ended_at=time.time(), reason=reason)
-            context.event(row.id, "cancelled", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
-            release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="cancelled")
-    return list(done)
+def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the user", wait: float | None = None,
+           force: bool = False) -> list[str]:
+    """Cancel the job's active attempts, confirmed: each is ``CANCELLING`` until a poll says
+    how it ended (``CANCELLED``, or its own ending if it beat the cancel). Returns the
+    backend ids asked. :mod:`runjob_core._cancel` has the rules.
+
+    :raises runjob_core._cancel.CancelNotConfirmedError: not ended within *wait* seconds
+        (unless *force*, which then forgets it: that stops nothing).
+    """
+    from runjob_core import _cancel
+
+    return _cancel.cancel(context, row, reason=reason, wait=_cancel.CONFIRM_SECONDS if wait is None else wait, force=force)
+
+
+def forget(context: RunContext, row: JobRow) -> list[int]:
+    """Stop following a job runjob can no longer reach, without asking its backend; recorded
+    as FORGOTTEN, not stopped. Returns the attempt numbers forgotten."""
+    from runjob_core import _cancel
+
+    return _cancel.forget(context, row)
 
 
 def stop(context: RunContext, row: JobRow, *, reason: str) -> list[str]:
     """Ask the backend to cancel the job's active attempts, and leave their final state to
     the monitor's next poll: a job that was already ending (killed for memory, say) keeps
     the scheduler's word for how it ended instead of runjob's CANCELLED."""
-    attempts, done = _cancel_active(context, row)
+    from runjob_core import _cancel
+
+    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
+    done = _cancel.ask(context, row, attempts) if attempts else set()
     for attempt in attempts:
         if attempt.submission.backend_job_id in done:
             context.event(row.id, "stopping", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
-    return list(done)
-
-
-def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
-    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
-    if not attempts:
-        return [], []
-    cluster = job_cluster(context, row)
-    submissions = [a.submission for a in attempts]
-    done = context.hook("runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
-    return attempts, list(done)
+    return sorted(done)
 
 
 # ---------------------------------------------------------------------------- collect

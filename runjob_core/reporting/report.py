@@ -16,7 +16,7 @@ from typing import Any
 
 from runjob_core.reporting import results as results_mod
 
-ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED")
+ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "CANCELLING")
 #: Events that are anomalies by themselves.
 _BAD_EVENTS = ("resume_refused", "rejected", "submit_failed", "collect_failed", "resume_failed", "dashboard_failed")
 #: Metric series taken as the job's own peak-memory report (GiB unless named ``*_mb``).
