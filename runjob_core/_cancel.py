@@ -125,7 +125,7 @@ def _unconfirmed(context: RunContext, row: JobRow, attempt, wait: float) -> str:
     words = f"{said.state}" + (f": {said.reason}" if said and said.reason else "") if said else "no answer from the poll"
     message = (f"attempt {attempt.n} ({attempt.backend_job_id}) has not ended {wait:.0f} s after {row.backend} was asked "
                f"to cancel it ({row.backend} says {words})")
-    context.event(row.id, "cancel_unconfirmed", message, attempt=attempt.n)
+    context.event(row.id, "cancel_unconfirmed", message, attempt=attempt.n, quiet=True)  # the error says it
     return message
 
 

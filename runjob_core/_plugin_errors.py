@@ -74,7 +74,7 @@ def describe(context: RunContext, plugin: str, hook: str, exc: BaseException) ->
 
 
 def record(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
-           attempt: int | None = None) -> str:
+           attempt: int | None = None, *, quiet: bool = False) -> str:
     """Record the bug once per job and cycle (see the module docstring); returns the line."""
     line = describe(context, plugin, hook, exc)
     memo = context.scratchpad(_MEMO)
@@ -82,7 +82,7 @@ def record(context: RunContext, job_id: str | None, hook: str, plugin: str, exc:
     if key in memo:
         return line
     memo[key] = True
-    shown_before = ("line", plugin, hook) in memo
+    shown_before = quiet or ("line", plugin, hook) in memo
     memo[("line", plugin, hook)] = True
     context.event(job_id, "plugin_error", line, attempt=attempt, source=plugin, hook=hook,
                   traceback=str(traceback_file(context, plugin, hook, exc)), quiet=shown_before)
@@ -99,7 +99,8 @@ def raiser(context: RunContext, hook: str, *, job_id: str | None = None, attempt
     """An ``on_error`` for :func:`runjob_core.plugins.call_each` where the answer is needed:
     records the bug, then raises :class:`PluginError` with its line."""
     def failed(plugin: str, exc: BaseException) -> None:
-        raise PluginError(record(context, job_id, hook, plugin, exc, attempt=attempt)) from exc
+        # Recorded quietly: the raised error's message is the line the user sees.
+        raise PluginError(record(context, job_id, hook, plugin, exc, attempt=attempt, quiet=True)) from exc
     return failed
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from runjob_core import config, plugins, staging, templating
+from runjob_core import _plugin_errors, config, plugins, staging, templating
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
@@ -278,7 +278,9 @@ def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterCo
     Returns its submission, or the attempt to submit again (with its machine, if one was made)."""
     attempt = new_attempt(context, job, cluster, job_id=row.id, n=attempt_row.n, resume_from=attempt_row.resumed_from,
                           limit=_limit(row, job), machine=attempt_row.machine)
-    found = context.hook("runjob_reattach", cluster.type)(job=job, attempt=attempt, tag=attempt.tag, cluster=cluster, context=context)
+    found = _plugin_errors.call_first(context, context.hook("runjob_reattach", cluster.type),
+                                      {"job": job, "attempt": attempt, "tag": attempt.tag, "cluster": cluster, "context": context},
+                                      hook="runjob_reattach", blame=cluster.type, job_id=row.id, attempt=attempt.n)
     if found is None:
         return attempt
     context.store.record_submission(row.id, attempt.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
@@ -328,9 +330,10 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     try:
         transport = context.transport(cluster, attempt.machine)
         staging.stage(transport, attempt.layout, job, rendered)
-        submission = context.hook("runjob_submit", cluster.type)(
-            job=job, attempt=attempt, rendered=rendered, cluster=cluster, transport=transport, context=context
-        )
+        submission = _plugin_errors.call_first(
+            context, context.hook("runjob_submit", cluster.type),
+            {"job": job, "attempt": attempt, "rendered": rendered, "cluster": cluster, "transport": transport, "context": context},
+            hook="runjob_submit", blame=cluster.type, job_id=row.id, attempt=n)
     except TransportError as exc:
         # The job may or may not have reached the scheduler: keep the attempt in
         # SUBMITTING so that running the command again finds it by its tag.
@@ -340,7 +343,8 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     except RunjobError as exc:
         _forget_attempt(context, row, attempt, cluster, reason=f"submit failed: {exc}")
         kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
-        context.event(row.id, kind, str(exc), attempt=n)
+        # A plugin's bug was shown once already (plugin_error); the CLI prints it again as its error.
+        context.event(row.id, kind, str(exc), attempt=n, quiet=isinstance(exc, _plugin_errors.PluginError))
         raise
     except BaseException:
         # A bug in a plugin (or ^C): a rented machine must not outlive the attempt.
@@ -360,7 +364,9 @@ def _provision(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterC
     """Ask the backend for a machine (most have a standing host and answer None); record it
     with the attempt before anything else, so a restarted runjob can find or release it."""
     try:
-        machine = context.hook("runjob_provision", cluster.type)(job=job, attempt=attempt, cluster=cluster, context=context)
+        machine = _plugin_errors.call_first(context, context.hook("runjob_provision", cluster.type),
+                                            {"job": job, "attempt": attempt, "cluster": cluster, "context": context},
+                                            hook="runjob_provision", blame=cluster.type, job_id=row.id, attempt=attempt.n)
     except RunjobError as exc:
         _forget_attempt(context, row, attempt, cluster, reason=f"provisioning failed: {exc}")
         context.event(row.id, "rejected" if isinstance(exc, BackendError) else "submit_failed", str(exc), attempt=attempt.n)
@@ -389,8 +395,10 @@ def release(context: RunContext, job_id: str, n: int, machine: Machine, submissi
             cluster: ClusterConfig, *, reason: str) -> None:
     """Give a provisioned machine back (``runjob_release``), once; a failure is recorded."""
     caller = context.hook("runjob_release", cluster.type)
+    kwargs = {"machine": machine, "submission": submission, "cluster": cluster, "reason": reason, "context": context}
     try:
-        caller(machine=machine, submission=submission, cluster=cluster, reason=reason, context=context)
+        plugins.call_each(caller, kwargs, blame=cluster.type,
+                          on_error=_plugin_errors.raiser(context, "runjob_release", job_id=job_id, attempt=n))
     except RunjobError as exc:
         context.event(job_id, "release_failed", f"could not release machine {machine.id} ({exc}); it may still cost money: "
                       f"runjob cancel {job_id}, or remove it in the provider's console", attempt=n)

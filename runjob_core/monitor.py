@@ -447,7 +447,13 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
-    plan = context.hook("runjob_resume", row.backend)(job=job, submission=latest.submission, status=status, context=context)
+    try:
+        plan = _plugin_errors.call_first(context, context.hook("runjob_resume", row.backend),
+                                         {"job": job, "submission": latest.submission, "status": status, "context": context},
+                                         hook="runjob_resume", blame=row.backend, job_id=row.id, attempt=attempt.n)
+    except _plugin_errors.PluginError as exc:
+        context.event(row.id, "resume_failed", str(exc), attempt=attempt.n, quiet=True)
+        return
     if plan is None:
         context.event(row.id, "resume_refused", f"{status.state}: the backend cannot resume this job", attempt=attempt.n)
         return

@@ -70,6 +70,8 @@ class BackendContract:
     submit_seconds: float = 30.0
     #: Short jobs polled alone, continuously, for the no-false-endings rule.
     short_jobs: int = 4
+    #: How long ``runjob cancel`` waits for the backend to confirm a job ended.
+    cancel_wait: float = 60.0
 
     def lose(self, context: Any, submission: Submission) -> None:
         """Make the machine running *submission* vanish without a word (kill -9 the runner,
@@ -237,7 +239,8 @@ class BackendContract:
         row, submission = self._submit(context, self.job_spec("contract-cancel", _HEARTBEAT))
         beat = f"{submission.results_dir}/heartbeat"
         wait_until(lambda: self._read(context, submission, beat), timeout=300, what="the job to start beating")
-        cancelled = run_cli("cancel", row.id, "--wait", "60", cwd=Path.cwd(), timeout=300)
+        cancelled = run_cli("cancel", row.id, "--wait", str(self.cancel_wait), cwd=Path.cwd(),
+                            timeout=self.cancel_wait + 240)
         after = context.store.latest_attempt(row.id)
         rule("cancel-stops-the-job", cancelled.returncode == 0 and after.state == "CANCELLED",
              f"`runjob cancel` (a new process) was not confirmed: the attempt is {after.state}; it said: "
