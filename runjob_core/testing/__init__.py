@@ -18,6 +18,7 @@ plugin's: :mod:`runjob_slurm.testing`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import time
@@ -155,6 +156,22 @@ def wait_until(predicate: Callable[[], Any], *, timeout: float = 60.0, interval:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def cpu_load(processes: int = 2) -> Iterator[None]:
+    """Busy-looping processes for the duration (a loaded machine delays every read, which is
+    when races between reads show); niced, so the machine stays usable for others."""
+    import subprocess
+    import sys
+
+    busy = [subprocess.Popen(["nice", "-n", "5", sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
 
 
 from runjob_core.testing.contract import BackendContract  # noqa: E402 - uses the helpers above
