@@ -32,9 +32,12 @@ def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
         for path in files:
             crashed: list[str] = []
             findings = scan_file(context, path, max_tokens=max_tokens, failures=crashed)
-            results.append({"file": path, "checks_incomplete": crashed, "findings": [
+            result = {"file": path, "findings": [
                 {"label": f.label, "line": f.line, "message": f.message, "severity": f.severity, "action": f.action,
-                 "source": f.source} for f in findings]})
+                 "source": f.source} for f in findings]}
+            if crashed:
+                result["checks_incomplete"] = crashed  # only then: the usual document is unchanged
+            results.append(result)
     finally:
         context.close()
         context.store.close()
@@ -42,15 +45,15 @@ def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
         print_json(results)
     else:
         for result in results:
-            for line in result["checks_incomplete"]:
+            for line in result.get("checks_incomplete", ()):
                 click.echo(f"{result['file']}: checks incomplete: {line}", err=True)
             if not result["findings"]:
-                if not result["checks_incomplete"]:
+                if "checks_incomplete" not in result:
                     click.echo(f"{result['file']}: healthy")
                 continue
             print_table(result["file"], ["line", "label", "severity", "action", "message", "source"],
                         [[f["line"], f["label"], f["severity"], f["action"], f["message"], f["source"]] for f in result["findings"]])
     if any(f["severity"] == "error" for r in results for f in r["findings"]):
         sys.exit(1)
-    if any(r["checks_incomplete"] for r in results):
+    if any("checks_incomplete" in r for r in results):
         sys.exit(2)  # not "healthy": a checker that crashed checked nothing
