@@ -19,36 +19,23 @@ backends of :mod:`runjob_core.testing.broken`, each broken on purpose, and each 
 from __future__ import annotations
 
 import json
-import shlex
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pluggy
 import pytest
 
-from runjob_core.errors import TransportError
+from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import ACTIVE_STATES, TERMINAL_STATES, ClusterConfig, JobSpec, Submission
 from runjob_core.testing import run_cli, wait_until, write_clusters_yaml
+from runjob_core.testing._rules import _HEARTBEAT, _WRITE_NESTED, NESTED_FILES, ContractBroken, _HookSpy, _tail, rule
 
-_hookimpl = pluggy.HookimplMarker("runjob")
+__all__ = ["BackendContract", "ContractBroken", "NESTED_FILES", "rule"]
+
 #: The kit's working folder: a space and a quote, as users' folders have.
 WORK_FOLDER = "my proj's work"
-
-
-class ContractBroken(AssertionError):
-    """A contract rule the backend under test broke."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        self.rule = rule
-        super().__init__(f"contract rule {rule!r} broken: {message}")
-
-
-def rule(name: str, holds: Any, message: str) -> None:
-    if not holds:
-        raise ContractBroken(name, message)
 
 
 class BackendContract:
@@ -106,7 +93,7 @@ class BackendContract:
         for attempt in context.store.active_attempts():
             try:
                 lifecycle.cancel(context, context.store.get_job(attempt.job_id), wait=30, force=True)
-            except Exception as exc:  # noqa: BLE001 - cleanup must reach every job; the test's own result stands
+            except RunjobError as exc:  # cleanup must reach every job; the test's own result stands
                 print(f"kit cleanup: could not cancel {attempt.job_id}: {exc}")
 
     def _submit(self, context: Any, job: JobSpec) -> tuple[Any, Submission]:
@@ -369,42 +356,3 @@ class BackendContract:
         attempts = context.store.attempts(row.id)
         assert attempts[0].state == "LOST"
         assert len(attempts) == (2 if status.resumable else 1)
-
-
-def _tail(text: str, lines: int = 3) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return " / ".join(kept) or "(nothing)"
-
-
-#: The files a results-writing job leaves under $RUNJOB_RESULTS (a nested tree).
-NESTED_FILES = {
-    "results.jsonl": "".join(f'{{"id": {i}, "response": "r{i}", "score": 1.0}}\n' for i in range(3)),
-    "sub dir/meta.json": '{"model": "m"}\n',
-    "sub dir/deeper/notes.txt": "deep\n",
-    "it's here.txt": "quoted\n",
-}
-_WRITE_NESTED = "\n".join(
-    f'mkdir -p "$RUNJOB_RESULTS"/{shlex.quote(str(Path(name).parent))} && printf %s {shlex.quote(content)} '
-    f'> "$RUNJOB_RESULTS"/{shlex.quote(name)}'
-    for name, content in NESTED_FILES.items()
-)
-#: A job that shows it is alive: a counter in $RUNJOB_RESULTS/heartbeat, five times a second.
-_HEARTBEAT = 'i=0; while true; do i=$((i+1)); echo "$i" > "$RUNJOB_RESULTS/heartbeat"; sleep 0.2; done'
-
-
-class _HookSpy:
-    """A non-backend plugin wrapping hooks to count calls (it takes part in routed calls)."""
-
-    def __init__(self) -> None:
-        self.submits = 0
-        self.polls: list[int] = []
-
-    @_hookimpl(wrapper=True)
-    def runjob_submit(self, job):
-        self.submits += 1
-        return (yield)
-
-    @_hookimpl(wrapper=True)
-    def runjob_poll(self, submissions):
-        self.polls.append(len(submissions))
-        return (yield)
