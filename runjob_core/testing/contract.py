@@ -222,6 +222,18 @@ class BackendContract:
         collected = run_cli("collect", row.id, cwd=Path.cwd(), timeout=600)
         rule("separate-processes", collected.returncode == 0, f"`runjob collect` in a new process failed: {_tail(collected.stderr)}")
 
+    def test_resume_runs_in_a_new_process(self, context: Any) -> None:
+        job = self.job_spec("contract-resume", '[ "$RUNJOB_ATTEMPT" = 1 ] && sleep 600; echo "attempt $RUNJOB_ATTEMPT done"',
+                            resources={"time": self.time_limit}, resume={"auto": False})
+        row, _ = self._submit(context, job)
+        first = self._wait_terminal(context, row.id, timeout=self.time_limit_grace + 600)
+        rule("time-limit", first.state == "TIMEOUT", f"a job past resources.time ended {first.state}")
+        resumed = run_cli("resume", row.id, "--yes", cwd=Path.cwd(), timeout=600)
+        rule("separate-processes", resumed.returncode == 0, f"`runjob resume` in a new process failed: {_tail(resumed.stderr)}")
+        final = self._wait_terminal(context, row.id, timeout=600)
+        rule("separate-processes", (final.n, final.state) == (2, "COMPLETED"), f"the attempt `runjob resume` submitted from "
+             f"a new process is attempt {final.n}, {final.state} ({final.reason})")
+
     def test_cancel_stops_the_job_in_the_backends_world(self, context: Any) -> None:
         row, submission = self._submit(context, self.job_spec("contract-cancel", _HEARTBEAT))
         beat = f"{submission.results_dir}/heartbeat"
