@@ -126,12 +126,19 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
     :returns: An :class:`Estimate` naming your plugin in ``source``, or ``None`` if you
         have nothing to say about *job*. ``fits=False`` makes pre-flight refuse the job
         unless the user passes ``--force``; give ``suggestions`` that say what to change.
+        Keys of ``data`` the core reads after every plugin answered: ``warnings`` (a list
+        of strings pre-flight shows without refusing), ``usd_per_hour`` (``{GPU type:
+        dollars per hour for the job's GPUs}``: the core prices the time estimate's
+        GPU-hours with the dearest) and ``partition_max_seconds`` (the limit a job without
+        ``resources.time`` runs under: the core counts resume segments against it). The
+        core's own time estimate puts its ``time`` object there.
 
     Result: routed to the cluster's backend (plus every non-backend plugin); all non-None
     estimates are used.
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 routed: another backend's estimate no longer runs for the job.
+    .. versionchanged:: 0.3 ``data`` keys ``warnings``, ``usd_per_hour``, ``partition_max_seconds``.
     """
 
 

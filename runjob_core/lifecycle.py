@@ -84,15 +84,21 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
     caller = context.hook("runjob_estimate", cluster.type)
     estimates = plugins.call_each(caller, {"job": job, "cluster": cluster, "context": context},
                                   on_error=lambda name, exc: plugin_failed(context, None, "runjob_estimate", name, exc))
+    if any("time" in e.data for e in estimates):
+        from runjob_core.estimator import time_gate  # segments against the limit, GPU-hours at the backend's price
+
+        estimates = time_gate.finish(job, estimates)
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
+    # An estimate may warn without refusing (a job that needs resume segments): data["warnings"].
+    warned = tuple(w for e in estimates if e.fits is not False for w in e.data.get("warnings", ()))
     if not (job.benchmark or job.data.input):
-        return Preflight(tuple(estimates), tuple(problems), ())  # nothing a reference could be about
+        return Preflight(tuple(estimates), tuple(problems), warned)  # nothing a reference could be about
     from runjob_core import references
 
     refs = references.all_references(plugin_refs=references.plugin_references(context))
     review = references.review_job(job, refs, canary=canary)
-    return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), tuple(review.warnings))
+    return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), warned + tuple(review.warnings))
 
 
 # ---------------------------------------------------------------------------- render
