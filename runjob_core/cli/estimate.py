@@ -40,7 +40,7 @@ import click
 @click.option("--mem-fraction-static", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="SGLang mem_fraction_static (default 0.85).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "bf16", "fp16", "fp32"]), default="auto", show_default=True)
-@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw8bit", "paged_adamw", "paged_adamw8bit",
+@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw_single", "adamw8bit", "paged_adamw", "paged_adamw8bit",
                                                 "adafactor", "sgd"]), default="adamw", show_default=True)
 @click.option("--pure-bf16", is_flag=True, default=False,
               help="Training without fp32 master weights (optimizer states in bf16 too).")

@@ -65,6 +65,10 @@ PEAKS: tuple[GPUPeaks, ...] = (
     GPUPeaks("RTX-3090", 71.0, None, 936.0, 32.0, "PCIe 4.0 x16", _GA102_PAPER,
              "RTX 3090: FP16/BF16 tensor with FP32 accumulate 71 TFLOPS dense (GeForce Ampere runs it at half the FP16-"
              "accumulate rate of 142), 936 GB/s"),
+    GPUPeaks("V100-32GB", 125.0, None, 900.0, 300.0, "NVLink 2",
+             "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+             "V100 SXM2/SXM3 32GB: mixed-precision FP16 tensor 125 TFLOPS, 900 GB/s HBM2, NVLink 300 GB/s; no BF16 "
+             "(jobs run in fp16); the PCIe card (112 TFLOPS, PCIe 3.0) is an alias of this row"),
     GPUPeaks("T4", 65.0, None, 320.0, 16.0, "PCIe 3.0 x16",
              "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
              "T4: mixed-precision FP16 65 TFLOPS, 320 GB/s; no BF16 (jobs run in fp16)"),

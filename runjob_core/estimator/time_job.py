@@ -11,7 +11,9 @@ train_tokens                    training tokens, when steps are not given
 rows / num_samples / samples    dataset rows (training: x epochs x seq_len; inference: prompts)
 epochs / num_train_epochs       passes over the rows (default 1)
 input_tokens / prompt_tokens    mean prompt length of an inference row
-output_tokens                   mean generated length (default: model.max_tokens, an upper bound)
+output_tokens                   mean generated length (default: model.max_tokens, an upper bound);
+                                with model.max_tokens above it, rows may run to that cap: the
+                                longest row sets how long a static batch (and a job's tail) runs
 framework                       hf (default) | trl | axolotl | deepspeed | fsdp | torchtitan | megatron | nemo
 precision                       bf16 (default) | fp8 (training)
 ==============================  ========================================================
@@ -87,6 +89,9 @@ def work_of(job, kind: str, gpus: int, tp: int) -> dict[str, Any]:
         output_from = "model.max_tokens (an upper bound)" if job.model.max_tokens else "512 assumed"
     rows, where = _rows(job)
     out = {"input_tokens": input_tokens, "output_tokens": output}
+    if job.model.max_tokens and job.model.max_tokens > output:
+        out["longest_output_tokens"] = float(job.model.max_tokens)
+        output_from += f", the longest up to model.max_tokens {job.model.max_tokens:g}"
     if rows is None:
         return {**out, "counted": f"{input_tokens:g} in + {output:g} out tokens per row ({output_from}){input_from}; "
                                   "no row count: rate only"}

@@ -32,7 +32,8 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
     if est.kind == "inference":
         rate = timing.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
                                      output_tokens=work.get("output_tokens", 512.0), batch=int(s.get("concurrency") or 1),
-                                     rows=work.get("rows"), max_num_seqs=int(s.get("max_num_seqs") or 256))
+                                     rows=work.get("rows"), max_num_seqs=int(s.get("max_num_seqs") or 256),
+                                     longest_output_tokens=work.get("longest_output_tokens"))
     else:
         rate = timing.training_rate(est, arch, peaks, kind=est.kind, seq_len=int(s.get("seq_len") or 2048),
                                     micro_batch=int(s.get("batch") or 1), grad_accum=grad_accum, framework=framework,

@@ -56,18 +56,34 @@ FP8_FACTOR = 0.7
 SIZE_HALF_POINT = 0.4e9
 #: Tokens per micro-batch below ~256 do the same: T / (T + this).
 TOKENS_HALF_POINT = 256
-#: Eager PyTorch + transformers modules: CPU time per decoder layer per forward (~35 aten ops
-#: at ~15 us of Python and dispatch each), and per generate step outside the layers (logits
-#: processors, sampling, the stopping check that syncs with the GPU every step).
-EAGER_LAYER_S = 0.5e-3
+#: Eager PyTorch + transformers modules, CPU time per decoder layer per forward. Counted from
+#: transformers' eager decoder layer (LlamaDecoderLayer/Qwen2DecoderLayer with sdpa): two
+#: RMSNorms of 8 aten ops each, 3 q/k/v projections and their view/transpose (9), rotary
+#: embedding of q and k (slices, neg, cat, 2 mul, add: ~16), the cache update (2 cat), sdpa and
+#: its reshape (~4), o_proj, the MLP (gate, up, act, mul, down), 2 residual adds: ~60 dispatches
+#: plus ~12 nn.Module calls, at ~15 us each (Python binding + dispatcher + CUDA launch) on a
+#: bare-metal server core. A round 1 prior of 0.5 ms missed the project's H200 VM (tuning set)
+#: 3.4-3.8x; that VM's vCPUs cost ~2x this prior again (the README says so), not a constant
+#: to fit: a job on such a host runs up to ~2x slower than this estimate.
+EAGER_LAYER_S = 1.0e-3
+#: Per generate step outside the layers: embedding, rotary tables, mask, final norm, LM head,
+#: the logits processors and sampling, the input_ids/attention-mask/cache-position updates and
+#: the stopping check whose ``.max() == 0`` syncs CPU and GPU every step (~100 dispatches),
+#: transformers.generation.utils ``_sample``.
 EAGER_STEP_S = 3.0e-3
 #: Achieved share of HBM bandwidth by decode (weight GEMVs and paged attention).
 BANDWIDTH_EFFICIENCY = 0.75
 #: Share of peak for prefill and for compute-bound decode batches.
 PREFILL_EFFICIENCY = 0.5
-#: vLLM/SGLang scheduler + sampling + detokenisation per step and per running sequence
-#: (CUDA graphs replay the layers, so no per-layer launch cost).
-ENGINE_STEP_S = 1.0e-3
+#: vLLM/SGLang CPU work per step and per running sequence: scheduling, building the step's
+#: input tensors, the sampler (outside the CUDA graph that replays the layers, so no per-layer
+#: launch cost) and detokenisation. vLLM's V0 engine does it *between* forward passes: the GPU
+#: waits, so it adds to the step (``ENGINE_SERIAL``). SGLang's overlap scheduler (default since
+#: 0.4) prepares step n+1 while step n runs: it hides behind the GPU time. 2.5 ms: the tuning
+#: set's Qwen2.5 vLLM 0.6.3 batch-1 runs on an A100 leave 2.0-3.8 ms per step above their
+#: weight reads (round 1 assumed 1 ms, overlapped, and read 1.9-3.2x too fast on small models).
+ENGINE_STEP_S = 2.5e-3
+ENGINE_SERIAL = {"vllm": True, "sglang": False}
 ENGINE_PER_SEQ_S = 10e-6
 #: NCCL reaches ~80% of a link's one-way bandwidth in a large all-reduce.
 LINK_EFFICIENCY = 0.8
@@ -195,15 +211,42 @@ def _moe_bytes_touched(est, batch: float) -> float:
     return weights * (1.0 - (1.0 - share) ** max(1.0, batch))
 
 
+def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float, context: float, n_mm: float,
+                 peak: float) -> tuple[float, float, float, float]:
+    """One decode step of *concurrency* sequences: (seconds, weights+KV read, compute, CPU overhead)."""
+    tp = max(1, est.tp)
+    if engine in ("vllm", "sglang"):
+        overhead = ENGINE_STEP_S + ENGINE_PER_SEQ_S * concurrency + (2 * arch.layers * 10e-6 if tp > 1 else 0.0)
+    else:
+        overhead = arch.layers * EAGER_LAYER_S + EAGER_STEP_S
+    kv_read = concurrency * context * est.kv_bytes_per_token / tp
+    if engine == "hf":
+        kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
+    memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / (peaks.hbm_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+    compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)
+    if ENGINE_SERIAL.get(engine):
+        return max(memory_s, compute_s) + overhead, memory_s, compute_s, overhead
+    return max(memory_s, compute_s, overhead), memory_s, compute_s, overhead
+
+
 def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: float, output_tokens: float,
-                   batch: int, rows: float | None = None, max_num_seqs: int = 256) -> Rate:
-    """Generated tokens per second of the whole job (all replicas, prefill included)."""
+                   batch: int, rows: float | None = None, max_num_seqs: int = 256,
+                   longest_output_tokens: float | None = None) -> Rate:
+    """Generated tokens per second of the whole job (all replicas, prefill included).
+
+    *output_tokens* is the mean generated length; *longest_output_tokens* the longest row's
+    (a ``max_tokens`` cap some rows reach). A static ``generate`` batch runs until its longest
+    row ends, every batch; a vLLM/SGLang job refills its slots, so only the last rows run on
+    alone, at the short step of a nearly empty batch.
+    """
     tp = max(1, est.tp)
     replicas = max(1, est.num_gpus // tp)
     n_mm = matmul_params(est, arch)
     peak = peaks.bf16_tflops * 1e12
     if est.dtype == "fp8" and peaks.fp8_tflops:
         peak = peaks.fp8_tflops * 1e12
+    mean_out = max(1.0, output_tokens)
+    longest = max(mean_out, longest_output_tokens or mean_out)
     context = input_tokens + output_tokens / 2.0
     assumptions = [f"peak BF16 {peaks.bf16_tflops:g} TFLOPS dense, HBM {peaks.hbm_gb_s:g} GB/s ({peaks.name})"]
     if engine in ("vllm", "sglang"):
@@ -211,33 +254,39 @@ def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: flo
         concurrency = max(1.0, min(float(max_num_seqs), fits))
         if rows is not None:
             concurrency = max(1.0, min(concurrency, rows / replicas))
-        overhead = ENGINE_STEP_S + ENGINE_PER_SEQ_S * concurrency + (2 * arch.layers * 10e-6 if tp > 1 else 0.0)
         what = f"{engine} continuous batching at {concurrency:,.0f} sequences (KV pool {est.kv_capacity_tokens:,} tokens)"
         prefill_eff = PREFILL_EFFICIENCY
     else:
         concurrency = float(max(1, batch))
-        overhead = arch.layers * EAGER_LAYER_S + EAGER_STEP_S
         what = (f"transformers generate, static batch {concurrency:g}, eager: {EAGER_LAYER_S * 1e3:g} ms CPU per layer "
-                f"+ {EAGER_STEP_S * 1e3:g} ms per step")
+                f"+ {EAGER_STEP_S * 1e3:g} ms per step (a slower host CPU, e.g. a cloud VM, up to ~2x slower)")
         prefill_eff = PREFILL_EFFICIENCY * 0.8
-    kv_read = concurrency * context * est.kv_bytes_per_token / tp
-    if engine == "hf":
-        kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
-    memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / (peaks.hbm_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
-    decode_flops = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp
-    compute_s = decode_flops / (peak * PREFILL_EFFICIENCY)
-    step = max(memory_s, compute_s, overhead)
-    bound = "overhead" if step == overhead else ("memory" if memory_s >= compute_s else "compute")
-    decode_rate = concurrency / step  # generated tokens per second per replica
+    step, memory_s, compute_s, overhead = _decode_step(est, arch, peaks, engine=engine, concurrency=concurrency,
+                                                       context=context, n_mm=n_mm, peak=peak)
+    bound = "overhead" if overhead >= max(memory_s, compute_s) else ("memory" if memory_s >= compute_s else "compute")
+    # One replica's share of the rows (a full batch when the row count is unknown): its prefill,
+    # then its decode steps, tail included.
+    per_replica = rows / replicas if rows is not None else concurrency
     prefill_per_token = (2.0 * n_mm + attention_flops_forward(arch, input_tokens / 2.0)) / tp / (peak * prefill_eff)
-    seconds_per_output = input_tokens / max(1.0, output_tokens) * prefill_per_token + 1.0 / decode_rate
-    if input_tokens / max(1.0, output_tokens) * prefill_per_token > 1.0 / decode_rate:
+    prefill_s = per_replica * input_tokens * prefill_per_token
+    if engine in ("vllm", "sglang"):
+        tail_step = _decode_step(est, arch, peaks, engine=engine, concurrency=1.0, context=context, n_mm=n_mm,
+                                 peak=peak)[0]
+        decode_s = per_replica * mean_out / concurrency * step + (longest - mean_out) * tail_step
+    else:
+        decode_s = math.ceil(per_replica / concurrency) * longest * step
+    if prefill_s > decode_s:
         bound = "compute"
-    rate = replicas / seconds_per_output
+    rate = replicas * per_replica * mean_out / (prefill_s + decode_s)
     assumptions += [what, f"decode step {step * 1e3:.1f} ms: weights+KV {memory_s * 1e3:.1f} ms at "
-                          f"{BANDWIDTH_EFFICIENCY:g} of HBM, compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms",
+                          f"{BANDWIDTH_EFFICIENCY:g} of HBM, compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms"
+                          f"{' (between forward passes: added)' if ENGINE_SERIAL.get(engine) else ''}",
                     f"prefill compute-bound at {prefill_eff:g} of peak; {input_tokens:g} in + {output_tokens:g} out tokens "
                     f"per row; {replicas} replica(s) x tp {tp}"]
+    if longest > mean_out:
+        assumptions.append(f"the longest row generates {longest:g} tokens: "
+                           + ("every static batch runs until it ends" if engine == "hf"
+                              else "the last rows run on alone at the end"))
     return Rate(tokens_per_s=rate, bound=bound, assumptions=tuple(assumptions), efficiency=None,
                 seconds_per_step=step)
 

@@ -33,6 +33,8 @@ def predict(case: dict) -> dict:
         if case.get("max_num_seqs"):
             kw["max_num_seqs"] = case["max_num_seqs"]
         work = {"input_tokens": float(case["input_tokens"]), "output_tokens": float(case["output_tokens"])}
+        if case.get("longest_output_tokens"):
+            work["longest_output_tokens"] = float(case["longest_output_tokens"])
         if case.get("rows"):
             work.update(rows=case["rows"], tokens=case["rows"] * case["output_tokens"])
     else:
