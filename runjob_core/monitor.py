@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _cyclememo, _watch, lifecycle, plugins
+from runjob_core import _cyclememo, _log_progress, _plugin_errors, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.reporting import history as metrics_history
 from runjob_core.models import (
-    ACTIVE_STATES, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
+    ACTIVE_STATES, CANCELLED, CANCELLING, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
 )
 from runjob_core.store import AttemptRow, JobHead
 
@@ -74,6 +74,8 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
     The jobs this process observes are leased to it (``observe:<job id>``): one writer per
     job; *keep_leases* (``watch``) keeps them between cycles."""
     store = context.store
+    _plugin_errors.next_cycle(context)
+    unreachable: set[str] = set()  # jobs whose backend's poll keeps failing (marked with what to do)
     grouped, rows = _cyclememo.groups(context, job_ids, _submission)
     # `watch` leases every job it follows up front and keeps them; a one-shot cycle leases a
     # job only when it has something to record (see _lease_to_record), so an unchanged
@@ -107,8 +109,7 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
                     context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
                 continue
             except Exception as exc:  # a bug in the backend: its own jobs wait, every other cluster carries on
-                for attempt in group:
-                    lifecycle.plugin_failed(context, attempt.job_id, "runjob_poll", cluster.type, exc, attempt=attempt.n)
+                unreachable |= _plugin_errors.poll_failed(context, group, "runjob_poll", cluster.type, exc)
                 continue
             _watch.count_poll(context, woken, group, cluster_name)
         for attempt, submission in zip(group, submissions):
@@ -173,6 +174,8 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
         if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
             finished.add(job_id)
         views[job_id] = _view(row.id, row.name, latest, row.outcome)
+    # A job whose backend cannot be asked any more is over for this watch (it says what to do).
+    finished |= unreachable & set(job_ids or [])
     if not keep_leases:
         _release_observed(context)
     return CycleResult(changed, views, finished, followed, state_changed)
@@ -268,6 +271,11 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     changed = False
     updates: dict = {}
     state_message = None
+    if attempt.state == CANCELLING and status.state in ACTIVE_STATES:
+        # runjob asked for the cancel: the attempt stays CANCELLING until a poll says how it
+        # ended. The backend's words of this poll are kept for the cancel's message.
+        context.scratchpad("runjob-core:cancel-polls")[(attempt.job_id, attempt.n)] = status
+        status = attrs.evolve(status, state=CANCELLING, reason=attempt.reason)
     if status.state != attempt.state or (status.reason or None) != (attempt.reason or None):
         updates.update(state=status.state, reason=status.reason)
         changed = True
@@ -297,6 +305,8 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     window, offset = ("", None) if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
+        if not (progress and isinstance(progress.get("step"), int)):
+            updates.update(_log_progress.updates(attempt, window))  # a plain Trainer script's bar
     if progress or window:
         metrics_history.observe(context, transport, attempt, submission, progress, window)
     findings: list[Finding] = []
@@ -438,7 +448,8 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
         _after_early_end(context, row, attempt, status, findings, stops, view)
     finally:
         # The attempt is over and will not be collected: give its machine back.
-        lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"ended {status.state}")
+        why = "cancelled" if status.state == CANCELLED else f"ended {status.state}"
+        lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=why)
 
 
 def _after_early_end(context: RunContext, row, attempt: AttemptRow, status: JobStatus, findings: list[Finding],
@@ -469,7 +480,9 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
     budget_states = {k for k, v in RESUMABLE_STATES.items() if v == budget_key} | ({LOST} if budget_key == "max_preemptions" else set())
     used = sum(1 for a in attempts if a.state in budget_states)
     if len(attempts) >= policy.max_attempts or used > getattr(policy, budget_key):
-        message = f"{status.state}: not resuming, the budget is spent ({len(attempts)} attempts; resume.{budget_key}={getattr(policy, budget_key)})"
+        # Name the budget that actually ran out: the attempts in all, or this kind of ending.
+        spent = "max_attempts" if len(attempts) >= policy.max_attempts else budget_key
+        message = f"{status.state}: not resuming, the budget is spent ({len(attempts)} attempts; resume.{spent}={getattr(policy, spent)})"
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
@@ -480,14 +493,23 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
-    plan = context.hook("runjob_resume", row.backend)(job=job, submission=latest.submission, status=status, context=context)
+    try:
+        plan = _plugin_errors.call_first(context, context.hook("runjob_resume", row.backend),
+                                         {"job": job, "submission": latest.submission, "status": status, "context": context},
+                                         hook="runjob_resume", blame=row.backend, job_id=row.id, attempt=attempt.n)
+    except _plugin_errors.PluginError as exc:
+        context.event(row.id, "resume_failed", str(exc), attempt=attempt.n, quiet=True)
+        return
     if plan is None:
         context.event(row.id, "resume_refused", f"{status.state}: the backend cannot resume this job", attempt=attempt.n)
         return
     at = f" at step {latest.step}" if latest.step is not None else (f" after {latest.rows_done} rows" if latest.rows_done else "")
     what = {TIMEOUT: "timed out", PREEMPTED: "was preempted", NODE_FAIL: "lost its node", LOST: "lost its machine"}[status.state]
+    if status.exit_code == RESUME_EXIT_CODE:
+        what = "saved on the time-limit warning"  # exit 75: nothing was lost, unlike a timeout
     source = f"checkpoint {plan.checkpoint}" if plan.checkpoint else "its results so far"
-    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
+    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source,
+                  resume_step=plan.step)  # the report's steps lost per resume
     try:
         lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=attempt.n)
     except RunjobError as exc:

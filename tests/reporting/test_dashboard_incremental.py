@@ -47,7 +47,10 @@ def test_running_jobs_missing_pages_and_other_clusters_are_always_rebuilt(tmp_pa
     monkeypatch.chdir(tmp_path)
     store = Store(tmp_path / "state.db")
     ids = fill(store, 6, 60, 300)
-    running = store.create_job(name="live", cluster="c", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
+    from runjob_core import config
+
+    spec = config.job_to_json(config.job_from_mapping({"name": "live", "command": "true"}, source="live.yaml", base_dir="."))
+    running = store.create_job(name="live", cluster="c", backend="local", spec_json=spec, spec_hash="h", spec_path=None)
     store.begin_attempt(running)
     store.record_submission(running, 1, "{}", "local-1", 1.0)
     store.update_attempt(running, 1, state="RUNNING", started_at=1.0)
