@@ -496,8 +496,8 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         headroom = min(headroom, vram - (context + budget + graphs))
         notes.append(
             f"gpu_memory_utilization {kw['gpu_memory_utilization']} leaves "
-            f"{_gib(vram - budget):.2f} GiB outside vLLM's budget, less than the CUDA context "
-            f"and CUDA graphs need ({_gib(context + graphs):.2f} GiB)"
+            f"{_gib(vram - budget):.2f} GiB outside vLLM's budget, less than "
+            f"{'the CUDA context and CUDA graphs' if context else 'the CUDA graphs'} need ({_gib(context + graphs):.2f} GiB)"
         )
     total = context + max(budget, non_kv + kv_req) + graphs
     if a.is_mla and tp > 1:

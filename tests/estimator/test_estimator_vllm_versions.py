@@ -58,6 +58,15 @@ def test_the_profile_size_follows_the_release():
     assert tokens(vllm_version="0.5.4", max_num_batched_tokens=512) == 512  # given: used as is
 
 
+def test_before_0_6_4_only_cuda_graphs_need_the_slack():
+    eager = estimate("Qwen2.5-7B", "inference", "A100-80GB", max_model_len=8192, gpu_memory_utilization=1.0,
+                     enforce_eager=True, vllm_version="0.5.4")
+    graphs = estimate("Qwen2.5-7B", "inference", "A100-80GB", max_model_len=8192, gpu_memory_utilization=1.0,
+                      vllm_version="0.5.4")
+    assert eager.fits and not graphs.fits
+    assert any("less than the CUDA graphs need (0.50 GiB)" in n for n in graphs.notes)
+
+
 def test_tensor_parallel_v0_adds_nccl_to_the_device_figure():
     est = estimate("Llama-3.1-70B", "inference", "A100-80GB", num_gpus=4, max_model_len=8192, vllm_version="0.4.0")
     assert est.breakdown["non_torch_gib"] == pytest.approx(0.35 + 0.3)
