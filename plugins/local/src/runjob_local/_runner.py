@@ -23,7 +23,7 @@ from pathlib import Path
 
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError
-from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, RUNNING, TIMEOUT, Artifact, JobStatus, Submission
+from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Submission
 
 SOURCE = "runjob-local"
 TIMEOUT_EXIT = 124
@@ -66,20 +66,34 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
         command = ["timeout", "-k", "30", str(parse_duration(job.resources.time)), *command]
     argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, *command]
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        started = context.run(argv, cwd=layout.workdir, detach=True, output_path=layout.log_path)
-    except OSError as exc:
-        message = f"could not start the job on this machine: {exc}"
-        raise BackendError(message) from None
-    pid = started.pid
-    extra = {
-        "pid": str(pid), "start_time": _process_start_time(pid) or "", "exit_file": exit_file, "cancel_file": cancel_file,
-    }
-    submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=f"local-{pid}", source=SOURCE, extra=extra)
+    extra = {"exit_file": exit_file, "cancel_file": cancel_file}
+    if job.resources.gpus > 0:
+        # The job's own GPUs (CUDA_VISIBLE_DEVICES), now or when they free up: runjob_local._gpus.
+        from runjob_local import _gpus
+
+        extra.update(_gpus.place(context, cluster, job, attempt, argv, layout.workdir, layout.log_path, _starter(context)))
+    else:
+        pid, start_time = _starter(context)(argv, layout.workdir, layout.log_path, None)
+        extra.update(pid=str(pid), start_time=start_time)
+    job_id = f"local-{extra['pid']}" if "pid" in extra else f"local-queued-{attempt.job_id}-{attempt.n}"
+    submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=job_id, source=SOURCE, extra=extra)
     from runjob_core.config import record_to_json
 
     _record_path(context, attempt.tag).write_text(record_to_json(submission))
     return submission
+
+
+def _starter(context):
+    """start(argv, cwd, log_path, env) -> (pid, start time): the runner, detached."""
+
+    def start(argv, cwd, log_path, env):
+        try:
+            started = context.run(argv, cwd=cwd, detach=True, output_path=log_path, env=env)
+        except OSError as exc:
+            raise BackendError(f"could not start the job on this machine: {exc}") from None
+        return started.pid, _process_start_time(started.pid) or ""
+
+    return start
 
 
 def reattach(tag: str, context) -> Submission | None:
@@ -91,7 +105,7 @@ def reattach(tag: str, context) -> Submission | None:
     return record_from_json(path.read_text(), Submission)
 
 
-def _status(submission: Submission) -> JobStatus:
+def _status(submission: Submission, context) -> JobStatus:
     extra = submission.extra
     exit_file = Path(extra["exit_file"])
     cancel_file = Path(extra["cancel_file"])
@@ -108,6 +122,15 @@ def _status(submission: Submission) -> JobStatus:
         if code == TIMEOUT_EXIT:
             return JobStatus(state=TIMEOUT, source=SOURCE, exit_code=code, reason="time limit", ended_at=ended)
         return JobStatus(state=FAILED, source=SOURCE, exit_code=code, reason=f"exit code {code}", ended_at=ended)
+    if "pid" not in extra:  # it waited for GPUs: the queue knows whether it started since
+        from runjob_local import _gpus
+
+        queued = _gpus.row(context, submission.tag)
+        if queued is None:
+            return JobStatus(state=LOST, source=SOURCE, reason="it left the GPU queue without starting")
+        if queued["state"] == "queued":
+            return JobStatus(state=PENDING, source=SOURCE, reason=queued["reason"] or "waiting for GPUs")
+        extra = {"pid": queued["pid"], "start_time": queued["start_time"]}
     pid = int(extra["pid"])
     start = _process_start_time(pid)
     if start is not None and start == extra.get("start_time"):
@@ -116,18 +139,27 @@ def _status(submission: Submission) -> JobStatus:
                      reason="its runner process is gone and left no exit code (machine rebooted or process killed)")
 
 
-def poll(submissions) -> dict[str, JobStatus]:
-    # Local polling is a few stat() calls per job: batched trivially.
-    return {s.backend_job_id: _status(s) for s in submissions}
+def poll(submissions, cluster, context) -> dict[str, JobStatus]:
+    # Local polling is a few stat() calls per job: batched trivially. Waiting GPU jobs whose
+    # GPUs freed up are started first (first come, first served).
+    if any("pid" not in s.extra for s in submissions):
+        from runjob_local import _gpus
+
+        _gpus.dispatch(context, cluster, _starter(context))
+    return {s.backend_job_id: _status(s, context) for s in submissions}
 
 
-def cancel(submissions) -> list[str]:
+def cancel(submissions, context) -> list[str]:
     done = []
     for submission in submissions:
         Path(submission.extra["cancel_file"]).write_text(str(time.time()))
-        pid = int(submission.extra["pid"])
-        if _process_start_time(pid) == submission.extra.get("start_time"):
-            _kill_group(pid)
+        extra = submission.extra
+        if "pid" not in extra:  # a job waiting for GPUs leaves the queue (or is killed, if it just started)
+            from runjob_local import _gpus
+
+            extra = _gpus.forget(context, submission.tag) or {}
+        if extra.get("pid") and _process_start_time(int(extra["pid"])) == extra.get("start_time"):
+            _kill_group(int(extra["pid"]))
         done.append(submission.backend_job_id)
     return done
 
