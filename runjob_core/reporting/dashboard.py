@@ -70,7 +70,8 @@ class Builder:
         for row in jobs:
             events = self.store.events(row.id)
             metrics = self.store.metrics(row.id)
-            report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
+            report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events,
+                                  metrics=metrics)
             summaries.append(_summary(row, report, metrics))
             self._job_page(row, report, events, metrics)
         self._write(self.out / "index.html", self._index(summaries).encode())
