@@ -35,10 +35,11 @@ def runjob_check_health(job, submission, status, window, context):
     idle = {i: g for i, g in gpus.items() if g.get("idle_since") is not None and g["last"] - g["idle_since"] >= idle_after}
     if idle:
         since = min(g["idle_since"] for g in idle.values())
-        minutes = (max(g["last"] for g in idle.values()) - since) / 60
+        seconds = max(g["last"] for g in idle.values()) - since
+        took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
         stamp = time.strftime("%H:%M:%S", time.localtime(since))
         names = ",".join(str(i) for i in sorted(idle))
-        message = (f"GPU{'s' if len(idle) > 1 else ''} {names} idle for {minutes:.0f} min (below 5% since {stamp}): "
+        message = (f"GPU{'s' if len(idle) > 1 else ''} {names} idle for {took} (below 5% since {stamp}): "
                    "stalled data loader or hung collective?")
         if not _reported(context, submission, IDLE_LABEL, f"since {stamp}"):
             last = _last_line(context, submission)

@@ -36,12 +36,15 @@ CREATE TABLE IF NOT EXISTS local_gpu_queue(
     gpu_indices TEXT,
     pid TEXT,
     start_time TEXT,
+    started_at REAL,
     reason TEXT
 )
 """
 #: Memory (GiB) that processes runjob did not start may hold on a GPU before it counts as busy.
 DEFAULT_BUSY_GIB = 1.0
 _MIB_PER_GIB = 1024.0
+#: Rows of ended jobs are kept this long (seconds) after the job started.
+KEEP_ENDED_SECONDS = 7 * 24 * 3600.0
 
 
 def _db(context):
@@ -110,7 +113,8 @@ def place(context, cluster, job, attempt, argv: list[str], cwd: str, log_path: s
         _dispatch_locked(context, cluster, gpus or [], start)
         row = _row(db, attempt.tag)
     if row["state"] == "running":
-        return {"pid": row["pid"], "start_time": row["start_time"], "gpus": row["gpu_indices"], "gpu_uuids": row["gpu_uuids"]}
+        return {"pid": row["pid"], "start_time": row["start_time"], "started_at": repr(row["started_at"]),
+                "gpus": row["gpu_indices"], "gpu_uuids": row["gpu_uuids"]}
     return {"queued": "1", "reason": row["reason"] or ""}
 
 
@@ -160,7 +164,9 @@ def _dispatch_locked(context, cluster, gpus: list[Gpu], start) -> None:
             held.update(json.loads(entry["gpu_uuids"] or "[]"))
             ours.add(int(entry["pid"]))
         else:  # its runner ended (or the machine rebooted): its GPUs are free again
-            db.execute("DELETE FROM local_gpu_queue WHERE tag = ?", (entry["tag"],))
+            db.execute("UPDATE local_gpu_queue SET state = 'ended' WHERE tag = ?", (entry["tag"],))
+    # Ended rows stay a while for status (when the job ran, on which GPUs), then go.
+    db.execute("DELETE FROM local_gpu_queue WHERE state = 'ended' AND started_at < ?", (time.time() - KEEP_ENDED_SECONDS,))
     threshold = _busy_gib(cluster) * _MIB_PER_GIB
     busy_elsewhere = {g.uuid for g in gpus if g.uuid not in held and _used_by_others(g, ours) > threshold}
     free = [g for g in gpus if g.uuid not in held and g.uuid not in busy_elsewhere]
@@ -189,8 +195,8 @@ def _dispatch_locked(context, cluster, gpus: list[Gpu], start) -> None:
                    "RUNJOB_GPU_INDICES": indices}
             pid, start_time = start(json.loads(entry["argv_json"]), entry["cwd"], entry["log_path"], env)
             db.execute("UPDATE local_gpu_queue SET state = 'running', gpu_uuids = ?, gpu_indices = ?, pid = ?,"
-                       " start_time = ?, reason = NULL WHERE tag = ?",
-                       (json.dumps(uuids), indices, str(pid), start_time, entry["tag"]))
+                       " start_time = ?, started_at = ?, reason = NULL WHERE tag = ?",
+                       (json.dumps(uuids), indices, str(pid), start_time, time.time(), entry["tag"]))
             context.event(entry["job_id"], "gpus", f"attempt {entry['n']}: started on GPU {indices} "
                           f"({', '.join(g.name for g in taken)})", attempt=entry["n"], source="runjob-local",
                           gpus=indices, uuids=uuids)

@@ -21,6 +21,8 @@ import signal
 import time
 from pathlib import Path
 
+import attrs
+
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError
 from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Submission
@@ -74,7 +76,7 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
         extra.update(_gpus.place(context, cluster, job, attempt, argv, layout.workdir, layout.log_path, _starter(context)))
     else:
         pid, start_time = _starter(context)(argv, layout.workdir, layout.log_path, None)
-        extra.update(pid=str(pid), start_time=start_time)
+        extra.update(pid=str(pid), start_time=start_time, started_at=repr(time.time()))
     job_id = f"local-{extra['pid']}" if "pid" in extra else f"local-queued-{attempt.job_id}-{attempt.n}"
     submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=job_id, source=SOURCE, extra=extra)
     from runjob_core.config import record_to_json
@@ -106,6 +108,19 @@ def reattach(tag: str, context) -> Submission | None:
 
 
 def _status(submission: Submission, context) -> JobStatus:
+    status = _state(submission, context)
+    # When the runner started: a job that ends between two polls still has its run time (GPU-hours).
+    started = submission.extra.get("started_at")
+    if "queued" in submission.extra:
+        from runjob_local import _gpus
+
+        started = (_gpus.row(context, submission.tag) or {}).get("started_at")
+    if status.started_at is None and started:
+        status = attrs.evolve(status, started_at=float(started))
+    return status
+
+
+def _state(submission: Submission, context) -> JobStatus:
     extra = submission.extra
     exit_file = Path(extra["exit_file"])
     cancel_file = Path(extra["cancel_file"])
