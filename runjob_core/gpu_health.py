@@ -28,23 +28,21 @@ def runjob_check_health(job, submission, status, window, context):
 
     gpus = gpu_telemetry.state(context, submission.tag)
     _remember_last_line(context, submission.tag, window)
-    if not gpus or status.state != RUNNING:
+    if not gpus:
         return None
     findings = []
     idle_after = job.health.gpu_idle_minutes * 60
-    idle = {i: g for i, g in gpus.items() if g.get("idle_since") is not None and g["last"] - g["idle_since"] >= idle_after}
-    if idle:
-        since = min(g["idle_since"] for g in idle.values())
-        seconds = max(g["last"] for g in idle.values()) - since
-        took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-        stamp = time.strftime("%H:%M:%S", time.localtime(since))
-        names = ",".join(str(i) for i in sorted(idle))
-        message = (f"GPU{'s' if len(idle) > 1 else ''} {names} idle for {took} (below 5% since {stamp}): "
-                   "stalled data loader or hung collective?")
-        if not _reported(context, submission, IDLE_LABEL, f"since {stamp}"):
-            last = _last_line(context, submission)
-            findings.append(Finding(label=IDLE_LABEL, severity="warning", action="warn", source=SOURCE,
-                                    message=message + (f" Last log line: {last}" if last else ""), text=last or None))
+    # Spells that ended since the last look (the monitor read idle and busy samples together),
+    # then the spell still going on.
+    spells = [(start, end, index) for index, g in gpus.items() for start, end in g.pop("spells", ())
+              if end - start >= idle_after]
+    for start, end, index in sorted(spells):
+        findings += _idle_finding(context, submission, [index], start, end, ended=True)
+    ongoing = {i: g for i, g in gpus.items() if g.get("idle_since") is not None and g["last"] - g["idle_since"] >= idle_after}
+    if ongoing:  # still idle; or idle to the end of a job that just ended (its last cycle)
+        since = min(g["idle_since"] for g in ongoing.values())
+        findings += _idle_finding(context, submission, sorted(ongoing), since, max(g["last"] for g in ongoing.values()),
+                                  ended=status.state != RUNNING)
     for index, gpu in sorted(gpus.items()):
         total, used = gpu.get("total"), gpu.get("mem")
         if total and used is not None and used >= NEAR_FULL_FRACTION * total:
@@ -54,6 +52,22 @@ def runjob_check_health(job, submission, status, window, context):
                     message=f"GPU {index} memory {used / 1024:.1f} of {total / 1024:.1f} GiB used (within 2% of the card): "
                             "the next allocation may run out of memory; a smaller batch or max_model_len leaves headroom"))
     return findings
+
+
+def _idle_finding(context, submission, indices: list[int], since: float, until: float, *, ended: bool) -> list[Finding]:
+    stamp = time.strftime("%H:%M:%S", time.localtime(since))
+    if _reported(context, submission, IDLE_LABEL, f"since {stamp}"):
+        return []
+    seconds = until - since
+    took = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    names = ",".join(str(i) for i in indices)
+    verb = "was" if ended else ("are" if len(indices) > 1 else "is")
+    window = f"since {stamp}, until {time.strftime('%H:%M:%S', time.localtime(until))}" if ended else f"since {stamp}"
+    message = (f"GPU{'s' if len(indices) > 1 else ''} {names} {verb} idle for {took} (below 5% {window}): "
+               "stalled data loader or hung collective?")
+    last = _last_line(context, submission)
+    return [Finding(label=IDLE_LABEL, severity="warning", action="warn", source=SOURCE,
+                    message=message + (f" Last log line: {last}" if last else ""), text=last or None)]
 
 
 def _reported(context, submission, label: str, marker: str) -> bool:

@@ -25,6 +25,8 @@ _STREAM = "gpu"
 #: At most this much telemetry per job per cycle; the rest comes next cycle.
 MAX_READ_BYTES = 1 << 20
 _SERIES = ("util", "mem_mib", "power_w")
+#: Ended idle spells kept per GPU for the checks (the newest ones).
+MAX_SPELLS = 20
 
 
 def path_of(submission) -> str:
@@ -33,7 +35,8 @@ def path_of(submission) -> str:
 
 def state(context, tag: str) -> dict[str, Any]:
     """What the checks need of one attempt's GPUs: per GPU index, the time it went idle
-    (``idle_since``, None while busy), the last sample time, memory used and total."""
+    (``idle_since``, None while busy), the idle spells that ended (``spells``: (start, end)),
+    the last sample time, memory used and total."""
     return context.scratchpad("runjob-core:gpu-state").setdefault(tag, {})
 
 
@@ -73,7 +76,13 @@ def _track(context, attempt, samples: list[Sample]) -> None:
         if gpu is None:  # first sight in this process: the idle clock starts from the store
             gpu = gpus[s.index] = {"idle_since": _idle_since_stored(context, attempt, s.index)}
         if s.util is not None:
-            gpu["idle_since"] = (gpu["idle_since"] or s.ts) if s.util < IDLE_PERCENT else None
+            if s.util < IDLE_PERCENT:
+                gpu["idle_since"] = gpu["idle_since"] or s.ts
+            elif gpu["idle_since"] is not None:
+                # A spell that ended between two looks (read in one batch) is still news for the checks.
+                gpu.setdefault("spells", []).append((gpu["idle_since"], s.ts))
+                del gpu["spells"][:-MAX_SPELLS]
+                gpu["idle_since"] = None
         gpu.update(last=s.ts, util=s.util, mem=s.memory_used_mib, total=s.memory_total_mib or gpu.get("total"))
 
 

@@ -111,7 +111,7 @@ def test_monitor_reads_telemetry_finds_idle_gpus_and_full_memory_and_the_report_
     events = json.loads(run_cli("events", "stall", "--json", cwd=runjob_home).stdout)
     findings = {e["data"]["label"]: e["message"] for e in events if e["kind"] == "finding"}
     assert "stalled data loader or hung collective? Last log line: loading batch 17" in findings["gpu_idle"]
-    assert findings["gpu_idle"].startswith("gpu_idle: GPU 0 idle for ")
+    assert findings["gpu_idle"].startswith(("gpu_idle: GPU 0 is idle for ", "gpu_idle: GPU 0 was idle for "))
     assert "GPU 0 memory 138.2 of 140.4 GiB used (within 2% of the card)" in findings["gpu_memory_near_full"]
     assert sum(e["kind"] == "finding" and e["data"]["label"] == "gpu_idle" for e in events) == 1  # said once
     report = json.loads(run_cli("report", "stall", "--json", cwd=runjob_home).stdout)
@@ -121,3 +121,26 @@ def test_monitor_reads_telemetry_finds_idle_gpus_and_full_memory_and_the_report_
     assert report["estimate"]["gpu_peak_source"] == "nvidia-smi telemetry"
     text = run_cli("report", "stall", cwd=runjob_home).stdout
     assert "utilisation mean 0%, peak 0%; peak memory 138.2 GiB" in text
+
+
+def test_an_idle_spell_that_ended_before_the_monitor_looked_is_still_reported(runjob_home, monkeypatch):
+    # Seen on one H200: the job slept 20 s with its model on the GPU, then trained again; the
+    # monitor (woken by the log, or its 15 s sweep) read the idle samples together with the busy
+    # ones after them, and only the newest state was checked, so the spell went unreported.
+    folder = runjob_home.parent / "bin"
+    nvidia_smi.install(folder, [nvidia_smi.gpu(0, util=0)])
+    monkeypatch.setenv("PATH", f"{folder}:/usr/local/bin:/usr/bin:/bin")
+    spec = {"name": "spell", "command": "echo waiting for data; sleep 9; echo step 2", "resources": {"gpus": 1},
+            "health": {"gpu_sample_seconds": 1, "gpu_idle_minutes": 0.05}}
+    (runjob_home / "spell.yaml").write_text(yaml.safe_dump(spec))
+    assert run_cli("submit", "spell.yaml", "--yes", cwd=runjob_home).returncode == 0
+    telemetry = lambda: list(runjob_home.rglob("*.gpu.csv"))  # noqa: E731
+    wait_until(lambda: telemetry() and len(parse_telemetry(telemetry()[0].read_text())[0]) >= 5,
+               what="5 idle samples")
+    nvidia_smi.configure(folder, [nvidia_smi.gpu(0, util=90)])  # busy again before any monitor looked
+    wait_until(lambda: parse_telemetry(telemetry()[0].read_text())[0][-1].util == 90.0, what="a busy sample")
+    assert run_cli("watch", "spell", cwd=runjob_home).returncode == 0
+    events = json.loads(run_cli("events", "spell", "--json", cwd=runjob_home).stdout)
+    idle = [e["message"] for e in events if e["kind"] == "finding" and e["data"]["label"] == "gpu_idle"]
+    assert len(idle) == 1 and "stalled data loader or hung collective?" in idle[0], idle
+    assert "GPU 0 was idle for " in idle[0]

@@ -91,7 +91,7 @@ runjob report gpu-train > "$out/report-train.txt" 2>&1
 runjob events gpu-train > "$out/events.txt" 2>&1
 runjob events gpu-queued >> "$out/events.txt" 2>&1
 runjob logs gpu-train > "$out/train.log" 2>&1
-telemetry=$(find "$project/.runjob" -name '*.gpu.csv' | sort | head -1)
+telemetry=$(find "$project/.runjob" -name 'gpu-train.*.gpu.csv' | sort | head -1)
 head -20 "$telemetry" > "$out/telemetry-head.csv" 2>/dev/null
 cp "$telemetry" "$out/telemetry-train.csv" 2>/dev/null
 
