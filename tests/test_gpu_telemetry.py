@@ -144,3 +144,12 @@ def test_an_idle_spell_that_ended_before_the_monitor_looked_is_still_reported(ru
     idle = [e["message"] for e in events if e["kind"] == "finding" and e["data"]["label"] == "gpu_idle"]
     assert len(idle) == 1 and "stalled data loader or hung collective?" in idle[0], idle
     assert "GPU 0 was idle for " in idle[0]
+
+
+def test_a_negative_sample_interval_is_one_clear_line(runjob_home):
+    (runjob_home / "neg.yaml").write_text(yaml.safe_dump({"name": "neg", "command": "true",
+                                                            "health": {"gpu_sample_seconds": -3}}))
+    result = run_cli("render", "neg.yaml", cwd=runjob_home)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == ("Error: invalid value -3 at $.health.gpu_sample_seconds in neg.yaml: use a positive "
+                                     "number (gpu_sample_seconds: 0 turns GPU telemetry off)")

@@ -64,7 +64,8 @@ def runjob_cancel(submissions, cluster, context):
 
 
 @hookimpl(tryfirst=True)
-def runjob_collect(submission, status, dest, context):
-    from runjob_local import _runner
+def runjob_collect(job, submission, status, dest, context):
+    from runjob_local import _checks, _runner
 
-    return _runner.collect(submission, dest)
+    memory = _checks.measured_memory(job, submission, context)
+    return [*_runner.collect(submission, dest), *([memory] if memory else [])]

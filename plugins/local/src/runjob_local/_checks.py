@@ -70,3 +70,31 @@ def check_gpus(cluster, context) -> list[CheckResult]:
         rows.append(CheckResult(check=f"gpu {gpu.index}", ok=True, detail=f"{gpu.describe()}, {gpu.uuid}{foreign}",
                                 source=SOURCE))
     return rows
+
+
+#: The end of the log searched for the job's own peak-memory print (torch.cuda.max_memory_allocated).
+LOG_TAIL_BYTES = 4 << 20
+
+
+def measured_memory(job, submission, context):
+    """The ``memory`` artifact (runjob_core.estimator.measured) of a local GPU job: the peak
+    its log reports, else the peak its GPU telemetry saw, next to the estimate of its spec;
+    pre-flight then says "measured on this cluster" for the next run of the same shape."""
+    from pathlib import Path
+
+    from runjob_core import gpu_telemetry
+    from runjob_core.estimator import measured
+
+    cluster = context.clusters.get(submission.cluster)
+    if job is None or cluster is None or job.resources.gpus <= 0:
+        return None
+    usage = gpu_telemetry.usage([p for p in context.store.metrics(submission.job_id) if p[0] == submission.attempt])
+    log = Path(submission.log_path)
+    text = ""
+    if log.is_file():
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
+            text = handle.read().decode("utf-8", "replace")
+    if usage:  # as nvidia-smi's CSV prints it: the measured module reads it as the nvidia-smi peak
+        text += f"\n{int(usage['peak_memory_mib'])} MiB\n"
+    return measured.memory_artifact(job, cluster, text, None, SOURCE)
