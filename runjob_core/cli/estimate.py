@@ -40,7 +40,7 @@ import click
 @click.option("--mem-fraction-static", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="SGLang mem_fraction_static (default 0.85).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "bf16", "fp16", "fp32"]), default="auto", show_default=True)
-@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw8bit", "paged_adamw", "paged_adamw8bit",
+@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw_single", "adamw8bit", "paged_adamw", "paged_adamw8bit",
                                                 "adafactor", "sgd"]), default="adamw", show_default=True)
 @click.option("--pure-bf16", is_flag=True, default=False,
               help="Training without fp32 master weights (optimizer states in bf16 too).")
@@ -49,6 +49,27 @@ import click
 @click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--lora-targets", default=None, metavar="A,B,...",
               help="LoRA target modules, comma-separated (default: every linear layer, in the architecture's names).")
+@click.option("--optimizer-in-bwd", is_flag=True, default=False,
+              help="Optimizer step fused into backward (torchtune optimizer_in_bwd): no whole-model gradient buffer.")
+@click.option("--loss", type=click.Choice(["standard", "chunked", "fused"]), default="standard", show_default=True,
+              help="Cross entropy over all logits, torchtune's chunked one, or a fused linear + cross entropy.")
+@click.option("--nf4-backend", type=click.Choice(["bnb", "torchao"]), default="bnb", show_default=True,
+              help="QLoRA 4-bit base: bitsandbytes (HF/PEFT) or torchao (torchtune).")
+@click.option("--hf-prompt-logits", type=click.Choice(["last", "all"]), default="last", show_default=True,
+              help="engine hf: prefill logits of the last position (transformers >= 4.45) or of all positions (older).")
+@click.option("--compile", "torch_compile", is_flag=True, default=False,
+              help="Training with a torch.compile'd loss (torchtune compile: True): no fp32 copies of the logits.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Training: optimizer steps (work = steps x global batch x seq len).")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True, help="Training: micro-batches per step.")
+@click.option("--train-tokens", type=click.IntRange(min=1), default=None, help="Training: tokens to train on (instead of --steps).")
+@click.option("--framework", type=click.Choice(["hf", "trl", "axolotl", "llamafactory", "unsloth", "deepspeed", "fsdp",
+                                                "torchtitan", "megatron", "nemo"]), default="hf", show_default=True,
+              help="Training framework (its achieved fraction of peak is a stated prior).")
+@click.option("--fp8", is_flag=True, default=False, help="Training in FP8 (Transformer Engine) on GPUs that have it.")
+@click.option("--rows", type=click.IntRange(min=1), default=None, help="Inference: prompts to generate for.")
+@click.option("--input-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Inference: mean prompt tokens.")
+@click.option("--output-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Inference: mean generated tokens.")
+@click.option("--time-limit", default=None, metavar="D-HH:MM:SS", help="Time limit: how many resume segments the work needs.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
 def command(
     model: str,
@@ -75,12 +96,28 @@ def command(
     cpu_offload: bool,
     lora_rank: int,
     lora_targets: str | None,
+    optimizer_in_bwd: bool,
+    loss: str,
+    nf4_backend: str,
+    hf_prompt_logits: str,
+    torch_compile: bool,
+    steps: int | None,
+    grad_accum: int,
+    train_tokens: int | None,
+    framework: str,
+    fp8: bool,
+    rows: int | None,
+    input_tokens: int,
+    output_tokens: int,
+    time_limit: str | None,
     as_json: bool,
 ) -> None:
-    """Estimate peak GPU memory per GPU and whether the job fits.
+    """Estimate peak GPU memory per GPU and whether the job fits, and how long it runs.
 
     The verdict is data: the exit code is 0 whether it fits or not. An unknown model or GPU
-    is an error (exit 1).
+    is an error (exit 1). The time line (``time`` in --json) is the first-principles rate, or
+    the rate an earlier run with the same settings achieved here; with --steps/--train-tokens
+    (training) or --rows (inference) it adds the total, and with --time-limit the segments.
     """
     from runjob_core.estimator import estimate
 
@@ -110,12 +147,23 @@ def command(
         cpu_offload=cpu_offload,
         lora_rank=lora_rank,
         lora_targets=targets,
+        optimizer_in_bwd=optimizer_in_bwd,
+        loss=loss,
+        nf4_backend=nf4_backend,
+        hf_prompt_logits=hf_prompt_logits,
+        torch_compile=torch_compile,
     )
-    seen = _measured(est)
+    seen, rate = _measured(est)
+    from runjob_core.cli._estimate_time import time_for
+
+    time = time_for(est, model, kind=kind, steps=steps, grad_accum=grad_accum, train_tokens=train_tokens,
+                    framework=framework, fp8=fp8, rows=rows, input_tokens=input_tokens, output_tokens=output_tokens,
+                    time_limit=time_limit, measured=rate)
     if as_json:
         data = est.to_json()
         if seen:
             data["measured"] = seen
+        data["time"] = time
         click.echo(json.dumps(data, sort_keys=False))
         return
     _print_table(est)
@@ -123,20 +171,24 @@ def command(
         from runjob_core.estimator.measured import describe
 
         click.echo(describe(seen))
+    from runjob_core.estimator.time_job import line
+
+    click.echo("time: " + line(time, work_hint="give --steps, --train-tokens or --rows"))
 
 
 def _measured(est):  # noqa: ANN001, ANN202 - MemoryEstimate, imported lazily
-    """An earlier run of the same model and settings in this folder's state store, if any."""
+    """Memory and rate of an earlier run of the same model and settings in this folder's state store."""
     from runjob_core import store as store_mod
 
     path = store_mod.state_dir() / "state.db"
     if not path.is_file():
-        return None
+        return None, None
+    from runjob_core.estimator import rates
     from runjob_core.estimator.measured import lookup
 
     store = store_mod.Store(path)
     try:
-        return lookup(store, est)
+        return lookup(store, est), rates.lookup(store, est)
     finally:
         store.close()
 
@@ -190,6 +242,10 @@ def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
         console.print(f"[bold green]fits[/]: {est.headroom_gib:.2f} GiB headroom per GPU")
     else:
         console.print(f"[bold red]does not fit[/]: {-est.headroom_gib:.2f} GiB short per GPU")
+    for line in est.assumptions:
+        console.print(f"assumes: {line}")
+    if est.breakdown.get("max_seq_len_that_fits") is not None:
+        console.print(f"longest seq_len that fits at batch {est.settings.get('batch')}: {est.breakdown['max_seq_len_that_fits']:,} tokens")
     for n in est.notes:
         console.print(f"note: {n}")
     for s in est.suggestions:

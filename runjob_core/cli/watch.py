@@ -28,7 +28,7 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
             if not job_ids:
                 click.echo("no active jobs", err=True)
                 return
-        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
+        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty(), store=context.store)
         with live:
             monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)
     finally:

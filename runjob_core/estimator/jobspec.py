@@ -15,7 +15,7 @@ concurrency / batch_size    sequences generated at once (inference)
 seq_len, micro_batch_size   training tokens per sequence and per-GPU micro-batch
 zero_stage, cpu_offload     ZeRO/FSDP sharding stage, ZeRO-Offload / FSDP CPU offload
 gradient_checkpointing      activation checkpointing (training)
-optimizer, pure_bf16        adamw|adamw8bit|paged_adamw8bit|adafactor|sgd; no fp32 master copy
+optimizer, pure_bf16        adamw|adamw_fused|adamw_single|adamw8bit|paged_adamw8bit|adafactor|sgd; no fp32 master copy
 lora_rank, lora_targets     LoRA rank and target modules (list or comma-separated)
 lora_dropout                LoRA dropout (default 0.05)
 gpu_memory_utilization      vLLM memory fraction (default 0.9)
@@ -130,7 +130,16 @@ def estimate_args(job, cluster) -> tuple[str, str, str, dict[str, Any]] | None:
         "optimizer": _str(job, "optimizer") or "adamw",
         "cpu_offload": bool(_bool(job, "cpu_offload")),
         "master_weights": not _bool(job, "pure_bf16"),
+        "optimizer_in_bwd": bool(_bool(job, "optimizer_in_bwd")),
+        "torch_compile": bool(_bool(job, "compile")),
     }
+    for key, allowed in (("loss", ("standard", "chunked", "fused")), ("nf4_backend", ("bnb", "torchao")),
+                         ("hf_prompt_logits", ("last", "all"))):
+        value = _str(job, key)
+        if value is not None:
+            if value not in allowed:
+                raise _bad(job, f"params.{key}", value, f"use {', '.join(allowed)}")
+            kw[key] = value
     dropout = job.params.get("lora_dropout")
     if dropout is not None:
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (0 <= dropout < 1):

@@ -67,5 +67,6 @@ def runjob_cancel(submissions, cluster, context):
 def runjob_collect(job, submission, status, dest, context):
     from runjob_local import _checks, _runner
 
-    memory = _checks.measured_memory(job, submission, context)
-    return [*_runner.collect(submission, dest), *([memory] if memory else [])]
+    # The peak the log reports (a torch print), else the one the GPU telemetry saw.
+    memory = _runner.measured_memory(submission, context, job) or _checks.telemetry_memory(job, submission, context)
+    return _runner.collect(submission, dest) + ([memory] if memory else [])

@@ -72,16 +72,10 @@ def check_gpus(cluster, context) -> list[CheckResult]:
     return rows
 
 
-#: The end of the log searched for the job's own peak-memory print (torch.cuda.max_memory_allocated).
-LOG_TAIL_BYTES = 4 << 20
 
-
-def measured_memory(job, submission, context):
-    """The ``memory`` artifact (runjob_core.estimator.measured) of a local GPU job: the peak
-    its log reports, else the peak its GPU telemetry saw, next to the estimate of its spec;
-    pre-flight then says "measured on this cluster" for the next run of the same shape."""
-    from pathlib import Path
-
+def telemetry_memory(job, submission, context):
+    """The ``memory`` artifact of a local GPU job from the peak its GPU telemetry saw (when
+    its log printed none), so pre-flight says "measured on this cluster" next time."""
     from runjob_core import gpu_telemetry
     from runjob_core.estimator import measured
 
@@ -89,12 +83,6 @@ def measured_memory(job, submission, context):
     if job is None or cluster is None or job.resources.gpus <= 0:
         return None
     usage = gpu_telemetry.usage([p for p in context.store.metrics(submission.job_id) if p[0] == submission.attempt])
-    log = Path(submission.log_path)
-    text = ""
-    if log.is_file():
-        with log.open("rb") as handle:
-            handle.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
-            text = handle.read().decode("utf-8", "replace")
-    if usage:  # as nvidia-smi's CSV prints it: the measured module reads it as the nvidia-smi peak
-        text += f"\n{int(usage['peak_memory_mib'])} MiB\n"
-    return measured.memory_artifact(job, cluster, text, None, SOURCE)
+    if not usage:
+        return None
+    return measured.peak_artifact(job, cluster, int(usage["peak_memory_mib"]) << 20, "nvidia-smi telemetry", SOURCE)

@@ -151,7 +151,7 @@ def _busy_gib(cluster) -> float:
 
 
 def _dispatch_locked(context, cluster, gpus: list[Gpu], start) -> None:
-    from runjob_local._runner import _process_start_time
+    from runjob_core.transport.detached import process_start_time
 
     db = _db(context)
     rows = db.execute("SELECT * FROM local_gpu_queue ORDER BY enqueued_at, rowid").fetchall()
@@ -160,7 +160,7 @@ def _dispatch_locked(context, cluster, gpus: list[Gpu], start) -> None:
     for entry in rows:
         if entry["state"] != "running":
             continue
-        if entry["pid"] and _process_start_time(int(entry["pid"])) == entry["start_time"]:
+        if entry["pid"] and process_start_time(int(entry["pid"])) == entry["start_time"]:
             held.update(json.loads(entry["gpu_uuids"] or "[]"))
             ours.add(int(entry["pid"]))
         else:  # its runner ended (or the machine rebooted): its GPUs are free again

@@ -1,14 +1,16 @@
 """Start, watch, cancel and collect jobs running on this machine.
 
-Each attempt runs as ``bash -c WRAPPER`` in its own session: the wrapper runs the job
-script (under ``timeout`` when the job has a time limit) and writes the exit code to a
-file. A record per attempt (``.runjob/local/<tag>.json``: pid, process start time, paths)
-lets a restarted runjob find the job again. Status comes from that record:
+Each attempt runs detached in its own session under the shared runner protocol of
+:mod:`runjob_core.transport.detached` (the wrapper records its pid and writes the exit code
+to a file atomically; status reads liveness first, the exit file second, so a job ending
+between the reads is never taken for a lost one). A record per attempt
+(``.runjob/local/<tag>.json``: pid, process start time, paths) lets a restarted runjob find
+the job again; the pid *and* its start time identify the runner, so a reused pid is not
+mistaken for it. Status, by :func:`runjob_core.transport.detached.decide`:
 
-* an exit-code file -> COMPLETED (0), TIMEOUT (124 from ``timeout``) or FAILED;
-* a cancel marker -> CANCELLED (unless the exit-code file is older: the job had ended);
-* the wrapper still alive (same pid *and* start time, so a reused pid is not mistaken
-  for it) -> RUNNING;
+* an exit-code file -> COMPLETED (0), TIMEOUT (124 from ``timeout``) or FAILED, or
+  CANCELLED when the cancel marker came first (it is only written while there is no exit code);
+* the runner alive -> RUNNING;
 * otherwise the runner died without a word (the machine rebooted, someone killed it with
   SIGKILL) -> LOST.
 """
@@ -21,18 +23,14 @@ import signal
 import time
 from pathlib import Path
 
-import attrs
-
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError
-from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Submission
+from runjob_core.models import CANCELLED, LOST, PENDING, Artifact, JobStatus, Submission
+from runjob_core.transport import detached
 
 SOURCE = "runjob-local"
-TIMEOUT_EXIT = 124
-# The wrapper: exit code to a file, written atomically; `timeout` gives the job a time limit.
-_WRAPPER = 'rc_file="$1"; shift; "$@"; rc=$?; echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"'
 #: Seconds between SIGTERM and SIGKILL on cancel (time to save a checkpoint).
-KILL_GRACE = 10.0
+KILL_GRACE = float(detached.KILL_GRACE)
 
 
 def _records_dir(context) -> Path:
@@ -45,30 +43,20 @@ def _record_path(context, tag: str) -> Path:
     return _records_dir(context) / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".json")
 
 
-def _process_start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    state, start = fields[0], fields[19]
-    return None if state == "Z" else start
+def _files(submission_or_layout_dir: str, n: int) -> detached.RunnerFiles:
+    return detached.RunnerFiles(job_dir=submission_or_layout_dir, attempt=n)
 
 
 def submit(job, attempt, rendered, cluster, context) -> Submission:
     layout = attempt.layout
     script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
-    exit_file = f"{layout.job_dir}/exit.{attempt.n}"
-    cancel_file = f"{layout.job_dir}/cancelled.{attempt.n}"
-    for stale in (exit_file, cancel_file):
+    files = _files(layout.job_dir, attempt.n)
+    for stale in (files.exit, files.cancelled, files.pid):
         Path(stale).unlink(missing_ok=True)
-    command = ["bash", script]
-    if job.resources.time:
-        # SIGTERM at the limit (the job may save), SIGKILL 30 s later; exit 124 = TIMEOUT.
-        command = ["timeout", "-k", "30", str(parse_duration(job.resources.time)), *command]
-    argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, *command]
+    limit = parse_duration(job.resources.time) if job.resources.time else None
+    argv = detached.wrapper_argv(files, ["bash", script], limit)
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
-    extra = {"exit_file": exit_file, "cancel_file": cancel_file}
+    extra = {"exit_file": files.exit, "cancel_file": files.cancelled}
     if job.resources.gpus > 0:
         # The job's own GPUs (CUDA_VISIBLE_DEVICES), now or when they free up: runjob_local._gpus.
         from runjob_local import _gpus
@@ -93,7 +81,7 @@ def _starter(context):
             started = context.run(argv, cwd=cwd, detach=True, output_path=log_path, env=env)
         except OSError as exc:
             raise BackendError(f"could not start the job on this machine: {exc}") from None
-        return started.pid, _process_start_time(started.pid) or ""
+        return started.pid, detached.process_start_time(started.pid) or ""
 
     return start
 
@@ -108,50 +96,24 @@ def reattach(tag: str, context) -> Submission | None:
 
 
 def _status(submission: Submission, context) -> JobStatus:
-    status = _state(submission, context)
-    # When the runner started: a job that ends between two polls still has its run time (GPU-hours).
-    started = submission.extra.get("started_at")
-    if "queued" in submission.extra:
-        from runjob_local import _gpus
-
-        started = (_gpus.row(context, submission.tag) or {}).get("started_at")
-    if status.started_at is None and started:
-        status = attrs.evolve(status, started_at=float(started))
-    return status
-
-
-def _state(submission: Submission, context) -> JobStatus:
     extra = submission.extra
-    exit_file = Path(extra["exit_file"])
-    cancel_file = Path(extra["cancel_file"])
-    cancelled_at = cancel_file.stat().st_mtime if cancel_file.exists() else None
-    # A job that had ended before the cancel keeps its own ending.
-    if cancelled_at is not None and not (exit_file.exists() and exit_file.stat().st_mtime < cancelled_at):
-        return JobStatus(state=CANCELLED, source=SOURCE, reason="cancelled", ended_at=cancelled_at)
-    if exit_file.exists():
-        text = exit_file.read_text().strip()
-        code = int(text) if text.lstrip("-").isdigit() else None
-        ended = exit_file.stat().st_mtime
-        if code == 0:
-            return JobStatus(state=COMPLETED, source=SOURCE, exit_code=0, ended_at=ended)
-        if code == TIMEOUT_EXIT:
-            return JobStatus(state=TIMEOUT, source=SOURCE, exit_code=code, reason="time limit", ended_at=ended)
-        return JobStatus(state=FAILED, source=SOURCE, exit_code=code, reason=f"exit code {code}", ended_at=ended)
+    # When the runner started: a job that ends between two polls still has its run time (GPU-hours).
+    started = extra.get("started_at")
     if "pid" not in extra:  # it waited for GPUs: the queue knows whether it started since
         from runjob_local import _gpus
 
         queued = _gpus.row(context, submission.tag)
+        if (queued is None or queued["state"] == "queued") and Path(submission.extra["cancel_file"]).exists():
+            return JobStatus(state=CANCELLED, source=SOURCE, reason="cancelled while waiting for GPUs",
+                             ended_at=Path(submission.extra["cancel_file"]).stat().st_mtime)
         if queued is None:
             return JobStatus(state=LOST, source=SOURCE, reason="it left the GPU queue without starting")
         if queued["state"] == "queued":
             return JobStatus(state=PENDING, source=SOURCE, reason=queued["reason"] or "waiting for GPUs")
-        extra = {"pid": queued["pid"], "start_time": queued["start_time"]}
-    pid = int(extra["pid"])
-    start = _process_start_time(pid)
-    if start is not None and start == extra.get("start_time"):
-        return JobStatus(state=RUNNING, source=SOURCE)
-    return JobStatus(state=LOST, source=SOURCE,
-                     reason="its runner process is gone and left no exit code (machine rebooted or process killed)")
+        extra, started = {"pid": queued["pid"], "start_time": queued["start_time"]}, queued["started_at"]
+    files = _files(submission.job_dir, submission.attempt)
+    state = detached.read_local(files, int(extra["pid"]), extra.get("start_time") or None)
+    return detached.decide(state, source=SOURCE, started_at=float(started) if started else None)
 
 
 def poll(submissions, cluster=None, context=None) -> dict[str, JobStatus]:
@@ -168,13 +130,16 @@ def poll(submissions, cluster=None, context=None) -> dict[str, JobStatus]:
 def cancel(submissions, context=None) -> list[str]:
     done = []
     for submission in submissions:
-        Path(submission.extra["cancel_file"]).write_text(str(time.time()))
+        files = _files(submission.job_dir, submission.attempt)
+        # No marker once the job has its exit code: a late cancel must not rename its ending.
+        if not Path(files.exit).exists():
+            Path(files.cancelled).write_text(str(time.time()))
         extra = submission.extra
         if "pid" not in extra:  # a job waiting for GPUs leaves the queue (or is killed, if it just started)
             from runjob_local import _gpus
 
             extra = _gpus.forget(context, submission.tag) or {}
-        if extra.get("pid") and _process_start_time(int(extra["pid"])) == extra.get("start_time"):
+        if extra.get("pid") and detached.process_start_time(int(extra["pid"])) == extra.get("start_time"):
             _kill_group(int(extra["pid"]))
         done.append(submission.backend_job_id)
     return done
@@ -219,6 +184,17 @@ def _kill_group(pgid: int) -> None:
     except ProcessLookupError:
         return
     _reap(pgid)
+
+
+def measured_memory(submission: Submission, context, job=None) -> Artifact | None:
+    """The GPU peak the job's log reports, next to the estimate of its spec, as the SLURM
+    plugin records it (:func:`runjob_core.estimator.measured.log_file_artifact`)."""
+    from runjob_core.estimator import measured
+
+    if not Path(submission.log_path).is_file():
+        return None
+    job = job or context.store.get_job(submission.job_id).spec
+    return measured.log_file_artifact(job, context.clusters[submission.cluster], submission.log_path, SOURCE)
 
 
 def collect(submission: Submission, dest: Path) -> list[Artifact]:
