@@ -91,6 +91,7 @@ runjob report gpu-train > "$out/report-train.txt" 2>&1
 runjob events gpu-train > "$out/events.txt" 2>&1
 runjob events gpu-queued >> "$out/events.txt" 2>&1
 runjob logs gpu-train > "$out/train.log" 2>&1
+runjob logs gpu-queued > "$out/queued.log" 2>&1
 telemetry=$(find "$project/.runjob" -name 'gpu-train.*.gpu.csv' | sort | head -1)
 head -20 "$telemetry" > "$out/telemetry-head.csv" 2>/dev/null
 cp "$telemetry" "$out/telemetry-train.csv" 2>/dev/null
@@ -101,10 +102,17 @@ out = sys.argv[1]
 text = open(f"{out}/status.json").read()  # event lines (JSON) may come before the status document
 status = {j["name"]: j for j in json.loads(text[text.find("\n[") + 1:] if not text.startswith("[") else text)}
 train, queued = status["gpu-train"]["attempts"][-1], status["gpu-queued"]["attempts"][-1]
-print(f"   gpu-train: {train['state']} on GPU {train.get('gpus')}, ran {train['started_at'] and train['ended_at'] and round(train['ended_at'] - train['started_at'], 1)} s")
-print(f"   gpu-queued: {queued['state']} on GPU {queued.get('gpus')}, started {queued['started_at'] and train['ended_at'] and round(queued['started_at'] - train['ended_at'], 1)} s after gpu-train ended")
-overlap = queued["started_at"] is not None and train["ended_at"] is not None and queued["started_at"] < train["ended_at"]
-print(f"   overlap of the two 1-GPU jobs: {'YES (wrong)' if overlap else 'none'}")
+
+
+def clock(log):  # the jobs' own start and end times ([check] lines of gpu_local_train.py)
+    marks = dict(line.split("=", 1) for line in open(f"{out}/{log}").read().split() if line.startswith(("started_at=", "ended_at=")))
+    return float(marks["started_at"]), float(marks["ended_at"])
+
+
+(t0, t1), (q0, q1) = clock("train.log"), clock("queued.log")
+print(f"   gpu-train: {train['state']} on GPU {train.get('gpus')}, its command ran {t1 - t0:.1f} s")
+print(f"   gpu-queued: {queued['state']} on GPU {queued.get('gpus')}, its command started {q0 - t1:.1f} s after gpu-train's ended")
+print(f"   overlap of the two 1-GPU jobs: {'YES (wrong)' if q0 < t1 else 'none'}")
 report = json.load(open(f"{out}/report-train.json"))
 print(f"   report gpu: {json.dumps(report.get('gpu'))}")
 print(f"   estimate memory: gpu_peak_gib={report['estimate'].get('gpu_peak_gib')} from {report['estimate'].get('gpu_peak_source')}")

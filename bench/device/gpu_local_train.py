@@ -20,6 +20,14 @@ MIN_STEPS = int(os.environ.get("MIN_STEPS", "300"))
 
 
 def main() -> int:
+    print(f"[check] started_at={time.time():.3f}", flush=True)  # the job's own clock, for the overlap check
+    try:
+        return train()
+    finally:
+        print(f"[check] ended_at={time.time():.3f}", flush=True)
+
+
+def train() -> int:
     print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')!r} "
           f"RUNJOB_GPU_INDICES={os.environ.get('RUNJOB_GPU_INDICES', '')!r}", flush=True)
     try:
