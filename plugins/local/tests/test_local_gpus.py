@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runjob_core.testing import nvidia_smi, one_line_error, run_cli, wait_until
+from runjob_core.testing import nvidia_smi, run_cli, wait_until
 
 H200 = "NVIDIA H200"
 

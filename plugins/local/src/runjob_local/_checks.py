@@ -64,13 +64,9 @@ def check_gpus(cluster, context) -> list[CheckResult]:
         return [CheckResult(check="gpus", ok=True, detail="no nvidia-smi: no GPU (jobs with resources.gpus: 0 only)",
                             source=SOURCE)]
     rows = [CheckResult(check="gpus", ok=True, detail=f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}", source=SOURCE)]
-    threshold = getattr(cluster.options, "gpu_busy_gib", 1.0) * 1024
     for gpu in gpus:
-        foreign = ", other processes hold it" if gpu.memory_used_mib > threshold else ""
-        rows.append(CheckResult(check=f"gpu {gpu.index}", ok=True, detail=f"{gpu.describe()}, {gpu.uuid}{foreign}",
-                                source=SOURCE))
+        rows.append(CheckResult(check=f"gpu {gpu.index}", ok=True, detail=f"{gpu.describe()}, {gpu.uuid}", source=SOURCE))
     return rows
-
 
 
 def telemetry_memory(job, submission, context):
