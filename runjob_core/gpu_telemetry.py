@@ -25,6 +25,8 @@ _STREAM = "gpu"
 #: At most this much telemetry per job per cycle; the rest comes next cycle.
 MAX_READ_BYTES = 1 << 20
 _SERIES = ("util", "mem_mib", "power_w")
+#: GPU indices ``runjob status`` looks for (nodes have 8 at most today; 16 leaves room).
+MAX_GPUS_PER_NODE = 16
 #: Ended idle spells kept per GPU for the checks (the newest ones).
 MAX_SPELLS = 20
 
@@ -99,7 +101,9 @@ def _idle_since_stored(context, attempt, index: int) -> float | None:
 def latest(store, job_id: str, attempt: int) -> dict[str, Any] | None:
     """The newest sample of each GPU of *attempt*: ``{"gpus": [{index, util, mem_mib}], "at": ts}``."""
     found: dict[int, dict[str, Any]] = {}
-    for n, series, _step, ts, value in store.metrics(job_id):
+    # Only the GPU series, by name (the metrics index answers): a job's loss history can be long.
+    names = tuple(f"gpu{i}.{kind}" for i in range(MAX_GPUS_PER_NODE) for kind in ("util", "mem_mib"))
+    for n, series, _step, ts, value in store.metrics(job_id, series=names):
         if n != attempt or not series.startswith("gpu") or "." not in series:
             continue
         head, name = series.split(".", 1)

@@ -56,7 +56,9 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
                        "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
     }
     from runjob_core import gpu_telemetry
+    from runjob_core.reporting import training
 
+    report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",)))
     # GPU telemetry (utilisation, memory, idle GPU-hours): None when the job sampled none.
     report["gpu"] = gpu_telemetry.usage(store.metrics(row.id) if metrics is None else metrics)
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
@@ -429,6 +431,9 @@ def _next_steps(row, spec, state, report) -> list[str]:
         steps.append("fix the data: validation found empty or missing fields")
     if state == "FAILED" and not oom:
         steps.append(f"read why it failed: `runjob logs {row.id}`")
+    elif state == "CANCELLED" and (row.outcome or "").startswith("stopped:") and not oom:
+        # runjob stopped it on a health finding (a torchrun rank's exception): not "done".
+        steps.append(f"runjob stopped it ({row.outcome}): read why in `runjob logs {row.id}`, fix it, run again")
     closing = report["closing"]
     if state == "COMPLETED" and not closing["complete"]:
         for item in closing["missing"]:
