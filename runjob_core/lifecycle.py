@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from runjob_core import config, plugins, staging, templating
+from runjob_core import _results_folder, config, plugins, staging, templating
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
@@ -481,11 +481,15 @@ def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
 
 @attrs.frozen
 class Collected:
-    """What collect brought home: the local results folder, the artifacts and any problem."""
+    """What collect brought home: the local results folder, the artifacts and any problem.
+    *partial* is a peek at an attempt still running: a copy of what it has written so far,
+    nothing recorded as final, nothing released."""
 
     dest: Path
     artifacts: tuple[Any, ...]
     problems: tuple[str, ...]
+    partial: bool = False
+    state: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -518,9 +522,58 @@ def results_folder(row: JobRow) -> Path:
 
 
 def collect(context: RunContext, row: JobRow) -> Collected:
+    """Bring the latest attempt's results into ``results/<name>/``. Of an attempt still
+    running (after one fresh poll) this is a peek (:func:`peek`); once it ended, the final
+    collect, which can always run again: it fetches what is missing or changed locally."""
     # Two processes finishing the same job (two `runjob run`) download one after the other.
     with context.store.claim(f"collect:{row.id}"):
+        attempt = context.store.latest_attempt(row.id)
+        if attempt is not None and attempt.state in ACTIVE_STATES and attempt.submission_json:
+            from runjob_core import monitor
+
+            monitor.cycle(context, [row.id])  # it may have ended since the store last heard
+            attempt = context.store.latest_attempt(row.id)
+        if attempt is not None and attempt.state in ACTIVE_STATES and attempt.submission_json:
+            return peek(context, row, attempt)
         return _collect(context, row)
+
+
+def peek(context: RunContext, row: JobRow, attempt: AttemptRow) -> Collected:
+    """Copy what a running attempt has written so far. The backend's collect gets the
+    attempt's active status (publishers then publish nothing); no artifact is recorded, the
+    machine is kept, and the folder's manifest says the copy is partial."""
+    cluster = job_cluster(context, row)
+    dest = _own_results_folder(context, row)
+    dest.mkdir(parents=True, exist_ok=True)
+    status = stored_status(attempt)
+    artifacts = _collect_artifacts(context, row, attempt.n, attempt.submission, status, dest, cluster)
+    _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=False)
+    rows = sum(a.rows or 0 for a in artifacts if a.kind == "results")
+    context.event(row.id, "peeked", f"copied what attempt {attempt.n} ({attempt.state}) has written so far into {dest}: "
+                  f"{rows} rows, partial; the final collect follows its end", attempt=attempt.n)
+    return Collected(dest, tuple(artifacts), (), partial=True, state=attempt.state)
+
+
+def _own_results_folder(context: RunContext, row: JobRow) -> Path:
+    """``results/<name>/``, holding this job's results only: a namesake's are moved aside first."""
+    dest = results_folder(row)
+    moved = _results_folder.claim(dest, row.id)
+    if moved is not None:
+        owner = _results_folder.read(moved)
+        context.event(row.id, "results_moved", f"{dest} held {'the results of ' + owner['job_id'] if owner else 'files runjob did not collect'}; "
+                      f"moved them to {moved}")
+        if owner is not None and owner["job_id"] != row.id:
+            context.event(owner["job_id"], "results_moved", f"results moved from {dest} to {moved}: "
+                          f"{row.id} (also {row.name}) collected into {dest}")
+    return dest
+
+
+def _collected_files(artifacts: list, dest: Path) -> list[str]:
+    """The files the backend brought (its ``results`` artifact's ``files``; else all under *dest*)."""
+    listed = [f for a in artifacts if a.kind == "results" for f in (a.data.get("files") or [])]
+    if listed or any(a.kind == "results" for a in artifacts):
+        return listed
+    return [p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and not p.is_symlink()]
 
 
 def _collect(context: RunContext, row: JobRow) -> Collected:
@@ -529,14 +582,21 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
         raise RunjobError(f"job {row.id} was never submitted; nothing to collect")
     submission = attempt.submission
     cluster = job_cluster(context, row)
-    dest = results_folder(row)
+    dest = _own_results_folder(context, row)
     if any(e.attempt == attempt.n for e in context.store.events(row.id, kinds=("collected",))):
-        # Collected already (by the other of two processes that followed the job): the same answer, not twice.
-        from runjob_core.models import Artifact
+        changed = _results_folder.damaged(dest, row.id, attempt.n)
+        if not changed:
+            # Collected already and untouched since (the other of two processes that followed the job): the same answer.
+            from runjob_core.models import Artifact
 
-        stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
-                  for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
-        return Collected(dest, tuple(stored), ())
+            stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
+                      for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
+            return Collected(dest, tuple(stored), (), state=attempt.state)
+        # Deleted or changed here since: fetch again what is not as collected.
+        _results_folder.drop(dest, changed)
+        context.store.delete_artifacts(row.id, attempt.n)
+        context.event(row.id, "recollecting", f"{len(changed)} collected file(s) are missing or changed in {dest} "
+                      f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); fetching them again", attempt=attempt.n)
     status = stored_status(attempt)
     dest.mkdir(parents=True, exist_ok=True)
     artifacts = _collect_artifacts(context, row, attempt.n, submission, status, dest, cluster)
@@ -557,13 +617,14 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
                         "runjob_core.job.ResultsWriter (see the example job: runjob init)")
     else:
         _summary_event(context, row, attempt.n, artifacts)
+        _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=True)
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
     release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
     from runjob_core.reporting import chain  # the activity log and the dashboard sync
 
     chain.after_collect(context, row, attempt.n, artifacts)
-    return Collected(dest, tuple(artifacts), tuple(problems))
+    return Collected(dest, tuple(artifacts), tuple(problems), state=attempt.state)
 
 
 def stored_status(attempt: AttemptRow) -> JobStatus:

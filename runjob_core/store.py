@@ -626,6 +626,10 @@ class Store:
              redact(json.dumps(data, default=str)) if data else None, time.time()),
         )
 
+    def delete_artifacts(self, job_id: str, attempt: int) -> None:
+        """Forget what collect recorded for one attempt (it is collected again)."""
+        self._db.execute("DELETE FROM artifacts WHERE job_id = ? AND attempt = ?", (job_id, attempt))
+
     def artifacts(self, job_id: str) -> list[ArtifactRow]:
         rows = self._db.execute("SELECT * FROM artifacts WHERE job_id = ? ORDER BY id", (job_id,))
         return [

@@ -20,7 +20,7 @@ def headline(report: dict[str, Any]) -> str:
 def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     """(what, value) lines of the results summary, shared by every rendering."""
     r = report["results"]
-    rows = [("rows", f"{r['rows']} in {r['folder']}")]
+    rows = [("rows", f"{r['rows']} in {r['folder']}" if r["folder"] else "none: nothing was collected for this job")]
     score = r.get("score")
     if score and score.get("rows"):
         rows.append((f"score ({r['fields']['score']})", f"mean {score['mean']:g}, median {score['median']:g}, "
