@@ -325,9 +325,11 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     if rendered is None:
         rendered = render(context, job, attempt, cluster)
     store.set_job(row.id, script=rendered.script)
+    asked = False  # once the backend is asked, only it knows whether the job exists
     try:
         transport = context.transport(cluster, attempt.machine)
         staging.stage(transport, attempt.layout, job, rendered)
+        asked = True
         submission = context.hook("runjob_submit", cluster.type)(
             job=job, attempt=attempt, rendered=rendered, cluster=cluster, transport=transport, context=context
         )
@@ -342,8 +344,15 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
         kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
         context.event(row.id, kind, str(exc), attempt=n)
         raise
-    except BaseException:
-        # A bug in a plugin (or ^C): a rented machine must not outlive the attempt.
+    except BaseException as exc:
+        if asked and isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            # Ctrl-C while (or just after) the scheduler took the job: handled like a lost
+            # connection. The attempt stays SUBMITTING; the next command reattaches it by its tag.
+            context.event(row.id, "submit_uncertain", f"interrupted while submitting ({type(exc).__name__}); "
+                          f"`runjob status {row.id}` finds the job by its tag, `runjob resume {row.id}` submits it if "
+                          "the backend never got it", attempt=n)
+            raise
+        # A bug in a plugin (or ^C before the backend was asked): a rented machine must not outlive the attempt.
         _forget_attempt(context, row, attempt, cluster, reason="submit failed")
         raise
     if submission is None:
@@ -467,6 +476,10 @@ def stop(context: RunContext, row: JobRow, *, reason: str) -> list[str]:
 
 
 def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
+    from runjob_core import interrupted
+
+    if interrupted.drop(context, row):  # interrupted before the backend took it: nothing runs
+        return [], []
     attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
     if not attempts:
         return [], []
