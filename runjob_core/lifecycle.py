@@ -289,16 +289,19 @@ def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterCo
 
 def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
                     attempt: Attempt | None = None, rendered: Rendered | None = None,
-                    resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+                    resume_from: str | None = None, resume_env: dict[str, str] | None = None,
+                    accept_code_changes: bool = False) -> Submission:
     # One writer per job: creating, submitting or reattaching an attempt holds submit:<id>.
     with context.store.claim(f"submit:{row.id}"):
         return _submit_attempt_claimed(context, row, job, cluster, attempt_row=attempt_row, attempt=attempt,
-                                       rendered=rendered, resume_from=resume_from, resume_env=resume_env)
+                                       rendered=rendered, resume_from=resume_from, resume_env=resume_env,
+                                       accept_code_changes=accept_code_changes)
 
 
 def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
                             attempt: Attempt | None = None, rendered: Rendered | None = None,
-                            resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+                            resume_from: str | None = None, resume_env: dict[str, str] | None = None,
+                            accept_code_changes: bool = False) -> Submission:
     store = context.store
     if attempt_row is not None:
         found = _reattach(context, row, job, cluster, attempt_row)
@@ -328,7 +331,10 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     asked = False  # once the backend is asked, only it knows whether the job exists
     try:
         transport = context.transport(cluster, attempt.machine)
-        staging.stage(transport, attempt.layout, job, rendered)
+        code = staging.stage(transport, attempt.layout, job, rendered, accept_changes=accept_code_changes,
+                             started_with=_code_started_with(context, row.id, n))
+        if code is not None:
+            _record_code(context, row.id, n, code)
         asked = True
         submission = context.hook("runjob_submit", cluster.type)(
             job=job, attempt=attempt, rendered=rendered, cluster=cluster, transport=transport, context=context
@@ -341,8 +347,9 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
         raise
     except RunjobError as exc:
         _forget_attempt(context, row, attempt, cluster, reason=f"submit failed: {exc}")
-        kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
-        context.event(row.id, kind, str(exc), attempt=n)
+        if not isinstance(exc, RefusedError):  # a refusal (changed code) is the command's one line, not an event
+            kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
+            context.event(row.id, kind, str(exc), attempt=n)
         raise
     except BaseException as exc:
         if asked and isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -363,6 +370,22 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     context.event(row.id, "submitted", f"attempt {n} {what} as {cluster.type} job {submission.backend_job_id} on {cluster.name}",
                   attempt=n, source=submission.source, backend_job_id=submission.backend_job_id, log=submission.log_path)
     return submission
+
+
+def _code_started_with(context: RunContext, job_id: str, n: int) -> dict[str, str] | None:
+    """The workdir hashes the job's earlier attempts ran (None for its first attempt)."""
+    earlier = [e for e in context.store.events(job_id, kinds=("code",)) if e.attempt is not None and e.attempt < n]
+    return earlier[-1].data.get("files") if earlier else None
+
+
+def _record_code(context: RunContext, job_id: str, n: int, hashes: dict[str, str]) -> None:
+    """The code attempt *n* runs, by content: the report names its hash, a resume compares against it."""
+    digest = staging.code_hash(hashes)
+    earlier = _code_started_with(context, job_id, n)
+    changed = earlier is not None and staging.code_hash(earlier) != digest
+    context.event(job_id, "code", f"attempt {n} runs code {digest} ({len(hashes)} files)"
+                  + (f"; changed since the earlier attempt ({staging.code_hash(earlier)}), accepted with --force" if changed else ""),
+                  attempt=n, data={"code_hash": digest, "files": hashes})
 
 
 def _provision(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterConfig, attempt: Attempt) -> Attempt:
@@ -421,7 +444,7 @@ def _limit(row: JobRow, job: JobSpec) -> int | None:
 
 
 def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str],
-             after: int | None = None) -> Submission | None:
+             after: int | None = None, accept_code_changes: bool = False) -> Submission | None:
     """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed).
 
     *after* is the attempt the caller saw last: when another process has resubmitted since
@@ -436,7 +459,8 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
             context.event(row.id, "reattached", f"attempt {latest.n} was already submitted by another runjob process; "
                           "following it", attempt=latest.n)
             return None
-        return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
+        return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env,
+                               accept_code_changes=accept_code_changes)
 
 
 def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,

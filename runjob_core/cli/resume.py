@@ -10,8 +10,9 @@ from runjob_core.cli._common import json_option, open_context, print_json
 @click.command("resume")
 @click.argument("job")
 @click.option("-y", "--yes", is_flag=True, help="Resubmit without asking.")
+@click.option("--force", is_flag=True, help="Run the workdir as it is now, even if it changed since the job started.")
 @json_option
-def command(job: str, yes: bool, as_json: bool) -> None:
+def command(job: str, yes: bool, force: bool, as_json: bool) -> None:
     """Resubmit JOB (same spec, attempt n+1) from where it stopped."""
     from runjob_core import interrupted, resume
     from runjob_core.errors import RefusedError
@@ -38,7 +39,7 @@ def command(job: str, yes: bool, as_json: bool) -> None:
                 click.secho(f"warning: {warning}", fg="yellow")
         if not yes and not click.confirm("Resubmit?", default=False):
             raise RefusedError("not resubmitted")
-        submission = resume.resubmit(context, row, plan, after=latest.n)
+        submission = resume.resubmit(context, row, plan, after=latest.n, accept_code_changes=force)
     finally:
         context.close()
     if as_json:

@@ -60,6 +60,9 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "resources": _resources(store, row, spec, attempts, clusters or {}, now),
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
                        "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
+        # The code each attempt ran (the workdir's content hash), when the job has a workdir.
+        "code": [{"attempt": e.attempt, "hash": e.data.get("code_hash"), "files": len(e.data.get("files") or {})}
+                 for e in events if e.kind == "code"],
     }
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
     report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
