@@ -135,6 +135,21 @@ def attempt_tag(job_id: str, n: int) -> str:
     return f"runjob:{job_id}:{n}"
 
 
+def _private(path: Path) -> None:
+    """The state folder 0700 and the database 0600 (SQLite gives its -wal and -shm files the
+    database's mode): jobs' scripts, logs and records are the user's alone. A folder made
+    before (by an older runjob, or by hand for clusters.yaml) is tightened if it is ours."""
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for target, mode in ((folder, 0o700), (path, 0o600)):
+        if target is path and not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            continue
+        st = target.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            target.chmod(mode)
+
+
 def state_dir(cwd: Path | None = None) -> Path:
     """The folder holding state.db: $RUNJOB_HOME, else ./.runjob."""
     override = os.environ.get("RUNJOB_HOME")
@@ -282,7 +297,7 @@ class Store:
         self.owner = _leases.make_owner()
         self._leases_held: set[str] = set()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _private(path)
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_store_faults.Connection)
         except (OSError, sqlite3.Error) as exc:
             raise _store_faults.translate(exc, path) from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -27,8 +28,11 @@ from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, RUNNING, TIME
 
 SOURCE = "runjob-local"
 TIMEOUT_EXIT = 124
-# The wrapper: exit code to a file, written atomically; `timeout` gives the job a time limit.
-_WRAPPER = 'rc_file="$1"; shift; "$@"; rc=$?; echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"'
+# The wrapper: the job's output through the token redactor into the log (the job inherits
+# the user's environment, tokens included), its exit code to a file, written atomically;
+# `timeout` gives the job a time limit.
+_WRAPPER = ('rc_file="$1"; python="$2"; shift 2; "$@" 2>&1 | "$python" -m runjob_core._log_redactor; '
+            'rc=${PIPESTATUS[0]}; echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 #: Seconds between SIGTERM and SIGKILL on cancel (time to save a checkpoint).
 KILL_GRACE = 10.0
 
@@ -64,7 +68,7 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
     if job.resources.time:
         # SIGTERM at the limit (the job may save), SIGKILL 30 s later; exit 124 = TIMEOUT.
         command = ["timeout", "-k", "30", str(parse_duration(job.resources.time)), *command]
-    argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, *command]
+    argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, sys.executable, *command]
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
     try:
         started = context.run(argv, cwd=layout.workdir, detach=True, output_path=layout.log_path)
