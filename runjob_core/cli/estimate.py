@@ -49,6 +49,16 @@ import click
 @click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--lora-targets", default=None, metavar="A,B,...",
               help="LoRA target modules, comma-separated (default: every linear layer, in the architecture's names).")
+@click.option("--optimizer-in-bwd", is_flag=True, default=False,
+              help="Optimizer step fused into backward (torchtune optimizer_in_bwd): no whole-model gradient buffer.")
+@click.option("--loss", type=click.Choice(["standard", "chunked", "fused"]), default="standard", show_default=True,
+              help="Cross entropy over all logits, torchtune's chunked one, or a fused linear + cross entropy.")
+@click.option("--nf4-backend", type=click.Choice(["bnb", "torchao"]), default="bnb", show_default=True,
+              help="QLoRA 4-bit base: bitsandbytes (HF/PEFT) or torchao (torchtune).")
+@click.option("--hf-prompt-logits", type=click.Choice(["last", "all"]), default="last", show_default=True,
+              help="engine hf: prefill logits of the last position (transformers >= 4.45) or of all positions (older).")
+@click.option("--compile", "torch_compile", is_flag=True, default=False,
+              help="Training with a torch.compile'd loss (torchtune compile: True): no fp32 copies of the logits.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
 def command(
     model: str,
@@ -75,6 +85,11 @@ def command(
     cpu_offload: bool,
     lora_rank: int,
     lora_targets: str | None,
+    optimizer_in_bwd: bool,
+    loss: str,
+    nf4_backend: str,
+    hf_prompt_logits: str,
+    torch_compile: bool,
     as_json: bool,
 ) -> None:
     """Estimate peak GPU memory per GPU and whether the job fits.
@@ -110,6 +125,11 @@ def command(
         cpu_offload=cpu_offload,
         lora_rank=lora_rank,
         lora_targets=targets,
+        optimizer_in_bwd=optimizer_in_bwd,
+        loss=loss,
+        nf4_backend=nf4_backend,
+        hf_prompt_logits=hf_prompt_logits,
+        torch_compile=torch_compile,
     )
     seen = _measured(est)
     if as_json:
@@ -190,6 +210,10 @@ def _print_table(est) -> None:  # noqa: ANN001 - MemoryEstimate, imported lazily
         console.print(f"[bold green]fits[/]: {est.headroom_gib:.2f} GiB headroom per GPU")
     else:
         console.print(f"[bold red]does not fit[/]: {-est.headroom_gib:.2f} GiB short per GPU")
+    for line in est.assumptions:
+        console.print(f"assumes: {line}")
+    if est.breakdown.get("max_seq_len_that_fits") is not None:
+        console.print(f"longest seq_len that fits at batch {est.settings.get('batch')}: {est.breakdown['max_seq_len_that_fits']:,} tokens")
     for n in est.notes:
         console.print(f"note: {n}")
     for s in est.suggestions:

@@ -459,6 +459,7 @@ def activation_bytes_per_token_layer(
     lora_dropout: float = 0.0,
     flash_attention: bool = True,
     seq_len: int = 0,
+    adapter_bytes: float | None = None,
 ) -> float:
     """Bytes autograd keeps per token per decoder layer for the backward pass.
 
@@ -481,6 +482,12 @@ def activation_bytes_per_token_layer(
       - ``qlora``: bitsandbytes' 4-bit matmul saves its input whatever the weight's
         ``requires_grad`` (``MatMul4Bit.forward`` keeps ``ctx.tensors = (A, B)``), so the
         frozen linear inputs are kept as in ``full``; the adapters' dropout tensors are added.
+
+    ``adapter_bytes``: bytes of the adapters' dtype (default: the activations'). PEFT's
+    ``lora.Linear.forward`` casts each adapted layer's input to ``lora_A.weight.dtype``
+    (``x = self._cast_input_dtype(x, lora_A.weight.dtype)``), so fp32 adapters on a 16-bit
+    model keep one fp32 copy of the input per adapted layer for ``lora_A``'s backward (or the
+    fp32 dropout output and its mask), instead of sharing the 16-bit input.
     """
     b = act_bytes
     h = a.hidden
@@ -519,6 +526,8 @@ def activation_bytes_per_token_layer(
         return full
     adapters = 0.0
     mods = lora_modules(a, lora_targets) if lora_targets else []
+    ab = b if adapter_bytes is None else adapter_bytes
+    cast = ab != b  # PEFT casts the input to the adapter dtype: a copy per adapted layer
     dropout_in = 0.0
     for _name, fan_in, _fan_out, copies in mods:
         if _name.startswith("experts."):
@@ -526,7 +535,9 @@ def activation_bytes_per_token_layer(
             copies = a.n_moe_layers * max(1, a.experts_per_token)
         share = copies / a.layers
         if lora_dropout > 0:
-            dropout_in += share * fan_in * (b + 1)  # dropout output + bool mask
+            dropout_in += share * fan_in * (ab + 1)  # dropout output (adapter dtype) + bool mask
+        elif cast:
+            dropout_in += share * fan_in * ab  # the cast input lora_A keeps
     adapters += dropout_in
     if mode == "qlora":
         # frozen norm weights: no normalised-output copy; bnb keeps every linear input
@@ -535,7 +546,7 @@ def activation_bytes_per_token_layer(
         # frozen norms and frozen nn.Linear: neither the normalised outputs nor the linear
         # inputs (q/k/v, gate/up, down) are kept
         lora_saved = full - norm_out - lin_in - b * down_in
-        if lora_dropout <= 0:
+        if lora_dropout <= 0 and not cast:
             # lora_A keeps its input: the shared norm outputs / down input when targeted
             names = {m[0] for m in mods}
             if names & {"q_proj", "k_proj", "v_proj", "query_key_value", "c_attn", "qkv_proj"}:

@@ -46,32 +46,54 @@ def hf_inference(ctx: Any, g: GPUSpec, kw: dict[str, Any]) -> dict[str, Any]:
     if kw["tp"] not in (None, 1):
         raise RunjobError("engine hf has no tensor parallelism: num_gpus > 1 spreads the layers over the GPUs "
                           "(device_map='auto'); use tp 1, or engine vllm/sglang for tensor parallelism")
-    # accelerate's device_map="auto" places whole layers, balanced by size: each GPU holds
-    # 1/n of the weights and of the KV cache, and runs one layer's transients at a time
+    # accelerate's device_map="auto" places whole decoder layers, balanced by size: each GPU
+    # holds ~1/n of the layers' weights and KV cache and runs one layer's transients at a time;
+    # the embedding sits on the first GPU and the final norm + LM head (with the logits) on the
+    # last one, so the busiest GPU carries its share plus the larger of those extras
     n = kw["num_gpus"]
     max_len = kw["max_model_len"] or a.max_position or 4096
     batch = kw["concurrency"]
     kvb = m.kv_dtype_bytes(kw["kv_cache_dtype"], dtype)
     act_b = 4.0 if dtype == "fp32" else 2.0
-    w = (m.nf4_weight_bytes(counts) if dtype == "int4" else m.weight_bytes(counts, dtype)) / n
-    kv_tok = kv_bytes_per_token(a, kvb, 1) / n
-    kv = kv_tok * max_len * batch
-    kv_cat = kv * n / max(1, a.layers)  # torch.cat in DynamicCache.update: one layer twice
+    w_all = m.nf4_weight_bytes(counts) if dtype == "int4" else m.weight_bytes(counts, dtype)
+    ends_b = 4.0 if dtype == "fp32" else 2.0  # embedding / LM head stay 16-bit when quantized
+    embed, head = counts["embedding"] * ends_b, counts["lm_head"] * ends_b
+    body = max(0.0, w_all - embed - head)
+    kv_tok_all = kv_bytes_per_token(a, kvb, 1)
+    kv = kv_tok_all * max_len * batch
     prompt_tokens = max_len * batch
-    # one forward pass over the prompt; logits of the last position only (fp32 for sampling)
-    act = m.vllm_activation_bytes(a, prompt_tokens, act_b, 1, 0) + batch * a.vocab * 4
-    torch_peak = w + kv + kv_cat + act
+    # transformers >= 4.45 computes the prefill logits of the last position only
+    # (``logits_to_keep``); older versions project every prompt position and upcast to fp32
+    logit_rows = prompt_tokens if kw["hf_prompt_logits"] == "all" else batch
+    logits = logit_rows * a.vocab * (act_b + 4)
+    layer_act = m.vllm_activation_bytes(a, prompt_tokens, act_b, 1, 0)
+    share_w, share_kv = body / n, kv / n
+    kv_cat = kv / max(1, a.layers)  # torch.cat in DynamicCache.update: one layer twice
+    first = embed if n > 1 else 0.0
+    last = head + logits
+    if n == 1:
+        w, extras = w_all, logits
+    else:
+        w, extras = share_w + max(first, head), max(first, last)
+    torch_peak = share_w + share_kv + kv_cat + layer_act + (extras if n > 1 else embed + head + logits)
+    act = layer_act + logits
     context = m.CUDA_CONTEXT_GIB * GIB
     total = torch_peak + context
+    # every GPU has its own peak: its layers' transients and the cat copy happen on each
+    torch_all = w_all + kv + n * (kv_cat + layer_act) + logits
+    kv_tok = kv_tok_all / n
     return {
-        "weights": w, "kv_tok": kv_tok, "kv": kv + kv_cat, "act": act, "torch_peak": torch_peak,
+        "weights": w, "kv_tok": kv_tok, "kv": share_kv + kv_cat, "act": act, "torch_peak": torch_peak,
         "overhead": context, "total": total, "fits": total <= g.total_bytes, "headroom": g.total_bytes - total,
         "capacity": int(max(0.0, g.total_bytes - context - w - act) // kv_tok), "max_len": max_len, "tp": 1,
         "num_gpus": n,
         "breakdown": {"cuda_context_gib": m.CUDA_CONTEXT_GIB, "kv_cache_cat_copy_gib": kv_cat / GIB,
-                      "prompt_tokens": prompt_tokens},
+                      "prompt_tokens": prompt_tokens, "prompt_logits_gib": logits / GIB,
+                      "torch_peak_all_gpus_gib": torch_all / GIB,
+                      "total_all_gpus_gib": (torch_all + n * context) / GIB,
+                      "first_gpu_extra_gib": first / GIB, "last_gpu_extra_gib": (last if n > 1 else 0.0) / GIB},
         "notes": ["engine hf: memory grows with the sequences generated; nothing is reserved up front"]
-        + ([f"layers spread over {n} GPUs (device_map='auto'); the figures are per GPU"] if n > 1 else []),
+        + ([f"layers spread over {n} GPUs (device_map='auto'); the figures are the busiest GPU's"] if n > 1 else []),
     }
 
 

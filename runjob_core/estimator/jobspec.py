@@ -130,7 +130,16 @@ def estimate_args(job, cluster) -> tuple[str, str, str, dict[str, Any]] | None:
         "optimizer": _str(job, "optimizer") or "adamw",
         "cpu_offload": bool(_bool(job, "cpu_offload")),
         "master_weights": not _bool(job, "pure_bf16"),
+        "optimizer_in_bwd": bool(_bool(job, "optimizer_in_bwd")),
+        "torch_compile": bool(_bool(job, "compile")),
     }
+    for key, allowed in (("loss", ("standard", "chunked", "fused")), ("nf4_backend", ("bnb", "torchao")),
+                         ("hf_prompt_logits", ("last", "all"))):
+        value = _str(job, key)
+        if value is not None:
+            if value not in allowed:
+                raise _bad(job, f"params.{key}", value, f"use {', '.join(allowed)}")
+            kw[key] = value
     dropout = job.params.get("lora_dropout")
     if dropout is not None:
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (0 <= dropout < 1):

@@ -1,7 +1,8 @@
 """Learning from runs: what a job really used, next to what pre-flight estimated.
 
-After a job ran, the backend (the SLURM plugin's collect) builds one ``memory`` artifact with
-:func:`memory_artifact`: the GPU peak the job's own log reports (a
+After a job ran, the backend builds one ``memory`` artifact: the SLURM plugin's collect with
+:func:`memory_artifact` (from the job log and sacct), local and RunPod jobs with
+:func:`peak_artifact` (from the GPU peak their telemetry read). It holds the GPU peak (a
 ``torch.cuda.max_memory_allocated``/``max_memory_reserved`` print, or ``nvidia-smi`` memory
 lines), the host peak SLURM accounted (``sacct`` MaxRSS), and the estimate of the same
 spec. The artifact is stored like every other (the report lists it); its ``key`` names the
@@ -58,29 +59,68 @@ def maxrss_bytes(text: str | None) -> int | None:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower() or "k"])
 
 
+#: Settings added after measured runs were first recorded, with the value every earlier run
+#: had: left out of the key at that value, so those runs keep matching their estimates.
+_LATER_SETTINGS = {"optimizer_in_bwd": False, "loss": "standard", "nf4_backend": "bnb", "hf_prompt_logits": "last",
+                   "torch_compile": False}
+
+
 def key_of(est) -> str:
     """The model and every setting of an estimate, hashed: equal keys, same job shape."""
-    settings = {k: v for k, v in sorted(est.settings.items()) if k != "suggest"}
+    settings = {k: v for k, v in sorted(est.settings.items())
+                if k != "suggest" and not (k in _LATER_SETTINGS and v == _LATER_SETTINGS[k])}
     blob = json.dumps({"model": est.model, "kind": est.kind, "engine": est.engine, "gpu": est.gpu,
                        "settings": settings}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def memory_artifact(job, cluster, log_text: str, maxrss_text: str | None, source: str):
-    """The ``memory`` artifact of a finished job, or None when nothing was measured."""
+    """The ``memory`` artifact of a finished job, or None when nothing was measured.
+
+    For backends whose job log carries the peak (the SLURM plugin: torch or nvidia-smi
+    prints) and whose scheduler accounts host memory (``sacct`` MaxRSS)."""
+    gpu = gpu_peak_from_log(log_text)
+    rss = maxrss_bytes(maxrss_text)
+    return peak_artifact(job, cluster, gpu[0] if gpu else None, gpu[1] if gpu else "", source, host_rss_bytes=rss)
+
+
+def log_file_artifact(job, cluster, path, source: str):
+    """:func:`memory_artifact` from a job log on this machine (a local job's log, a RunPod
+    pod's log once copied off the pod), or None when it is missing or reports no peak.
+
+    The file is streamed and only the lines that can carry a peak are kept (a torch
+    ``max_memory_*`` print or an nvidia-smi ``MiB`` line), so a long log costs no memory."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8", errors="replace") as log:
+        lines = [line for line in log if "max_memory_" in line or "MiB" in line]
+    return memory_artifact(job, cluster, "".join(lines), None, source) if lines else None
+
+
+def peak_artifact(job, cluster, gpu_peak_bytes: int | None, gpu_peak_from: str, source: str, *,
+                  host_rss_bytes: int | None = None):
+    """The ``memory`` artifact from a GPU peak a backend read itself, or None without a peak.
+
+    For local and RunPod jobs: the GPU telemetry of the job (nvidia-smi ``memory.used``
+    samples, the largest per GPU) or a torch print gives ``gpu_peak_bytes``; ``gpu_peak_from``
+    says which. The artifact carries the estimate of the same spec under the same key as the
+    SLURM one, so a later ``runjob estimate`` / pre-flight of that model and settings says
+    what was measured (:func:`lookup`), whichever backend ran it.
+    """
     from runjob_core.errors import RunjobError
     from runjob_core.estimator import estimate, jobspec
     from runjob_core.models import Artifact
 
-    gpu = gpu_peak_from_log(log_text)
-    rss = maxrss_bytes(maxrss_text)
-    if gpu is None and rss is None:
+    if gpu_peak_bytes is None and host_rss_bytes is None:
         return None
     data: dict[str, Any] = {}
     parts = []
-    if gpu is not None:
-        data.update(gpu_peak_gib=round(gpu[0] / GIB, 3), gpu_peak_from=gpu[1])
-        parts.append(f"GPU peak {gpu[0] / GIB:.1f} GiB ({gpu[1]})")
+    if gpu_peak_bytes is not None:
+        data.update(gpu_peak_gib=round(gpu_peak_bytes / GIB, 3), gpu_peak_from=gpu_peak_from)
+        parts.append(f"GPU peak {gpu_peak_bytes / GIB:.1f} GiB ({gpu_peak_from})")
     try:
         args = jobspec.estimate_args(job, cluster)
         est = estimate(args[0], args[1], args[2], suggest=False, **args[3]) if args else None
@@ -90,9 +130,9 @@ def memory_artifact(job, cluster, log_text: str, maxrss_text: str | None, source
         data.update(key=key_of(est), model=est.model, kind=est.kind, engine=est.engine, gpu=est.gpu,
                     estimate_total_gib=round(est.total_gib, 3), estimate_torch_peak_gib=round(est.torch_peak_gib, 3))
         parts.append(f"estimate {est.total_gib:.1f} GiB per GPU (torch peak {est.torch_peak_gib:.1f})")
-    if rss is not None:
-        data["max_rss_gib"] = round(rss / GIB, 3)
-        parts.append(f"host MaxRSS {rss / GIB:.1f} GiB")
+    if host_rss_bytes is not None:
+        data["max_rss_gib"] = round(host_rss_bytes / GIB, 3)
+        parts.append(f"host MaxRSS {host_rss_bytes / GIB:.1f} GiB")
     return Artifact(name="memory", kind="memory", location="; ".join(parts), source=source, data=data)
 
 

@@ -86,6 +86,10 @@ OPTIMIZERS = {
 OPTIMIZER_ALIASES = {"adamw_8bit": "adamw8bit", "paged_adamw_8bit": "paged_adamw8bit", "adamw_torch": "adamw",
                      "adamw_torch_fused": "adamw_fused", "adamw_bnb_8bit": "adamw8bit", "paged_adamw_32bit": "paged_adamw"}
 LORA_DTYPES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
+#: How the training loss is computed (see :func:`runjob_core.estimator.training.logits_bytes`).
+LOSSES = ("standard", "chunked", "fused")
+#: Who stores QLoRA's 4-bit base: bitsandbytes (HF/PEFT) or torchao (torchtune).
+NF4_BACKENDS = ("bnb", "torchao")
 
 
 def kv_dtype_bytes(kv_cache_dtype: str | None, dtype: str) -> float:
@@ -151,6 +155,9 @@ class MemoryEstimate:
     paged_gib: float = 0.0
     suggestions: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    #: The modelling choices that decided the figures (attention kernel, what is sharded or
+    #: offloaded, which overhead terms), one line each: shown in ``--json`` and pre-flight.
+    assumptions: tuple[str, ...] = ()
     breakdown: dict[str, float] = attrs.field(factory=dict, eq=False)
     settings: dict[str, Any] = attrs.field(factory=dict, eq=False)
 
@@ -193,6 +200,20 @@ def nf4_weight_bytes(counts: dict[str, int]) -> float:
     return linear * (0.5 + NF4_DQ_BYTES_PER_PARAM) + (total - linear) * 2.0
 
 
+#: Bytes per (sequence x vocabulary) element while vLLM V1's dummy sampler run profiles
+#: top-k/top-p sampling (vllm/v1/worker/gpu_model_runner.py ``_dummy_sampler_run`` sets
+#: both; vllm/v1/sample/ops/topk_topp_sampler.py ``apply_top_k_top_p``): the fp32 logits
+#: (4), their sorted copy (4) and int64 sort indices (8), the softmax/cumsum of the sorted
+#: values (4), the top-p mask (1) and the scattered result (4; later versions scatter in
+#: place with ``logits.scatter_``, 21 bytes): the larger, older figure is kept.
+SAMPLER_BYTES_PER_LOGIT = 25
+
+
+def vllm_sampler_bytes(a: Arch, max_num_seqs: int, tokens: int) -> float:
+    """Peak of the profile run's sampler over ``min(max_num_seqs, tokens)`` sequences."""
+    return min(max_num_seqs, tokens) * a.vocab * SAMPLER_BYTES_PER_LOGIT
+
+
 def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_seqs: int) -> float:
     """Peak of vLLM's profile forward over ``tokens`` tokens (per GPU).
 
@@ -201,8 +222,9 @@ def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_s
     i.e. ``tokens * act_bytes * (3*I/tp + 3*h)``; for fused MoE the three caches of
     ``fused_moe`` (tokens*top_k*(2*I_moe, I_moe)/tp and tokens*top_k*h). Fitted to the two
     profile runs of Llama-3.1-8B in vllm#10517 (20000 and 29000 tokens: 2.07 and 2.99 GiB,
-    i.e. 110 KB per token; the formula gives 110.6 KB). Plus the sampler's fp32 logits for
-    ``min(max_num_seqs, tokens)`` sequences.
+    i.e. 110 KB per token; the formula gives 110.6 KB). The sampler runs after the forward
+    has freed its transients, so the profile peak is the larger of the two
+    (:func:`vllm_sampler_bytes`); ``max_num_seqs`` 0 leaves the sampler out.
     """
     h = a.hidden
     dense = 3 * a.intermediate / tp
@@ -214,8 +236,7 @@ def vllm_activation_bytes(a: Arch, tokens: int, act_b: float, tp: int, max_num_s
         moe += 3 * shared / tp
         per_tok = moe if a.n_moe_layers == a.layers else max(moe, dense)
     layer = tokens * act_b * (per_tok + 3 * h)
-    sampler = min(max_num_seqs, tokens) * a.vocab * 4
-    return layer + sampler
+    return max(layer, vllm_sampler_bytes(a, max_num_seqs, tokens))
 
 
 def _gib(x: float) -> float:
@@ -264,6 +285,11 @@ def estimate(
     mem_fraction_static: float | None = None,
     cpu_offload: bool = False,
     master_weights: bool = True,
+    optimizer_in_bwd: bool = False,
+    loss: str = "standard",
+    nf4_backend: str = "bnb",
+    hf_prompt_logits: str = "last",
+    torch_compile: bool = False,
     suggest: bool = True,
 ) -> MemoryEstimate:
     """Estimate the per-GPU peak memory of running ``model`` as ``kind`` on ``gpu``.
@@ -286,7 +312,17 @@ def estimate(
     matrices of eager attention); ``engine`` for inference (vllm, hf, sglang) and SGLang's
     ``mem_fraction_static``; ``cpu_offload`` (ZeRO-Offload / FSDP CPU offload: optimizer
     states and fp32 master weights on the host, with ``zero_stage`` 3 the weights too);
-    ``master_weights`` False for pure-bf16 training (no fp32 copy; optimizer states in bf16).
+    ``master_weights`` False for pure-bf16 training (no fp32 copy; optimizer states in bf16);
+    ``optimizer_in_bwd`` (torchtune): each parameter is stepped in the backward pass as soon as
+    its gradient is ready, so no full gradient buffer exists; ``loss``: ``standard`` (one
+    fp32 cross entropy over all logits), ``chunked`` (torchtune's CEWithChunkedOutputLoss:
+    fp32 copies one chunk at a time) or ``fused`` (a fused linear + cross entropy such as
+    torchtune's LinearCrossEntropyLoss or Liger's: no full logits); ``nf4_backend`` for
+    QLoRA: ``bnb`` (bitsandbytes, keeps each 4-bit layer's input) or ``torchao`` (torchtune's
+    NF4 tensors: frozen layers keep no input); ``hf_prompt_logits`` for engine hf: ``last``
+    (transformers >= 4.45 projects only the last prompt position) or ``all`` (older versions:
+    fp32 logits for every prompt position); ``torch_compile`` (training): the loss is
+    compiled, which removes its fp32 copies (the only compile saving modelled).
     """
     ctx = _context(model)
     g = lookup_gpu(gpu)
@@ -318,6 +354,11 @@ def estimate(
         mem_fraction_static=mem_fraction_static,
         cpu_offload=cpu_offload,
         master_weights=master_weights,
+        optimizer_in_bwd=optimizer_in_bwd,
+        loss=loss,
+        nf4_backend=nf4_backend,
+        hf_prompt_logits=hf_prompt_logits,
+        torch_compile=torch_compile,
         suggest=suggest,
     )
 
@@ -343,6 +384,16 @@ def _estimate(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     _check_positive("concurrency", kw["concurrency"])
     _check_positive("seq_len", kw["seq_len"])
     _check_positive("batch", kw["batch"])
+    loss = (kw.get("loss") or "standard").strip().lower()
+    if loss not in LOSSES:
+        raise RunjobError(f"unknown loss {loss!r}; use one of {', '.join(LOSSES)}")
+    kw["loss"] = loss
+    nf4 = (kw.get("nf4_backend") or "bnb").strip().lower()
+    if nf4 not in NF4_BACKENDS:
+        raise RunjobError(f"unknown nf4_backend {nf4!r}; use one of {', '.join(NF4_BACKENDS)}")
+    kw["nf4_backend"] = nf4
+    if kw.get("hf_prompt_logits", "last") not in ("last", "all"):
+        raise RunjobError(f"hf_prompt_logits must be 'last' or 'all', got {kw['hf_prompt_logits']!r}")
     if kw["tp"] is not None:
         _check_positive("tp", kw["tp"])
     if kw["zero_stage"] not in (0, 1, 2, 3):
@@ -362,6 +413,14 @@ def _estimate(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         from runjob_core.estimator.training import training
 
         est = training(ctx, kind, g, **kw)
+    from runjob_core.estimator.assumptions import assumptions_of
+
+    est = attrs.evolve(est, assumptions=assumptions_of(ctx, kind, est, kw))
+    if kind != "inference":
+        from runjob_core.estimator.limits import max_seq_len_that_fits
+
+        longest = max_seq_len_that_fits(ctx, kind, g, kw)
+        est = attrs.evolve(est, breakdown=dict(est.breakdown, max_seq_len_that_fits=longest))
     if kw.get("suggest") and not est.fits:
         from runjob_core.estimator.suggest import suggestions
 
@@ -472,6 +531,7 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "cuda_graphs_gib": _gib(graphs),
             "cuda_context_gib": _gib(context),
             "max_num_batched_tokens": mnbt,
+            "sampler_gib": _gib(vllm_sampler_bytes(a, kw["max_num_seqs"], mnbt)),
         },
         settings=_settings(kw, tp=tp, num_gpus=num_gpus, max_model_len=max_len),
     )

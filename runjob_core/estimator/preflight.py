@@ -23,6 +23,8 @@ def memory_estimate(job, cluster, context, source: str) -> Estimate | None:
     data = result.to_json()
     how = kind if kind != "inference" else f"inference ({data['engine']})"
     summary = f"{data['model']} {how} on {data['num_gpus']} x {data['gpu']}: {jobspec.breakdown_line(data)}"
+    # the assumptions that decided the figures, one indented line each under the summary
+    summary += "".join(f"\n    assumes: {line}" for line in result.assumptions)
     store = getattr(context, "store", None)
     seen = measured.lookup(store, result) if store is not None else None
     if seen:

@@ -37,6 +37,43 @@ from runjob_core.estimator.memory import (
 
 
 
+#: Chunks of torchtune's CEWithChunkedOutputLoss / LinearCrossEntropyLoss (``num_output_chunks``).
+LOSS_CHUNKS = 8
+
+
+def logits_bytes(tokens: int, vocab: int, act_b: float, loss: str, compiled: bool = False) -> float:
+    """Peak bytes of the output logits, the loss and its gradient.
+
+    ``standard`` (transformers' ForCausalLMLoss, torch CrossEntropyLoss on the whole output):
+    the 16-bit logits, their fp32 upcast (``logits.float()``), the fp32 log-softmax
+    cross_entropy keeps for backward, then an fp32 gradient and its 16-bit cast:
+    ``vocab x tokens x (2 + 4 + 4 + 2)``. ``chunked`` (torchtune's
+    ``CEWithChunkedOutputLoss``: the output projection runs on 8 chunks and each chunk is
+    upcast inside the loss): the 16-bit logits and the saved fp32 log-softmax of every chunk
+    stay, the fp32 upcast and gradient exist for one chunk at a time:
+    ``2 + 4 + (4 + 4) / 8``. ``fused`` (a fused linear + cross entropy: torchtune's
+    ``LinearCrossEntropyLoss``, Liger's ``FusedLinearCrossEntropy``, Apple's Cut Cross
+    Entropy): no full logits tensor, one chunk's worth of the standard figure.
+
+    ``compiled`` (torch.compile of the loss, as torchtune's ``compile: True`` does with
+    ``training.compile_loss``): inductor fuses the upcast, log-softmax and NLL into one
+    kernel that saves only its 16-bit input and a per-row log-sum-exp, so the fp32 copies
+    are gone; the fp32 gradient remains (whole, or one chunk at a time when chunked).
+    """
+    if compiled and loss != "fused":
+        per = act_b + (4.0 / LOSS_CHUNKS if loss == "chunked" else 4.0)
+    else:
+        per = {"standard": act_b + 10.0, "chunked": act_b + 4.0 + 8.0 / LOSS_CHUNKS,
+               "fused": (act_b + 10.0) / LOSS_CHUNKS}[loss]
+    return tokens * vocab * per
+
+
+def _largest_param(a: Arch, counts: dict[str, int]) -> float:
+    """Parameters of the largest single tensor: the embedding, the LM head or an MLP matrix."""
+    mlp = max(a.intermediate, a.moe_intermediate * max(1, a.experts_per_token)) * a.hidden
+    return float(max(counts["embedding"], counts["lm_head"], mlp))
+
+
 def _layer_params(a: Arch, counts: dict[str, int]) -> float:
     body = counts["total"] - counts["embedding"] - counts["lm_head"]
     return body / max(1, a.layers)
@@ -88,6 +125,11 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         opt = psi * o_b / (n if stage >= 1 else 1)
         mode = "full"
         step_temp = psi * temp_b / (n if stage >= 1 else 1)
+        if kw["optimizer_in_bwd"]:
+            # torchtune's optimizer_in_bwd: a post-accumulate-grad hook steps each parameter
+            # and frees its gradient, so only the largest parameter's gradient is ever whole
+            grads = min(grads, _largest_param(a, counts) * g_b / (n if stage >= 2 else 1))
+            step_temp = 0.0
     else:
         targets = kw["lora_targets"] or default_lora_targets(a)
         kw["lora_targets"] = tuple(targets)
@@ -113,7 +155,13 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         grads = lora_params * lb / (n if stage >= 2 else 1)
         opt = lora_params * state_b / (n if stage >= 1 else 1)
         mode = kind
+        if kind == "qlora" and kw["nf4_backend"] == "torchao":
+            # torchao's linear_nf4 saves the NF4 weight, not the input (like a frozen
+            # nn.Linear), so the activations follow the LoRA rule
+            mode = "lora"
         step_temp = lora_params * temp_b / (n if stage >= 1 else 1)
+        if kw["optimizer_in_bwd"]:
+            step_temp = 0.0  # the adapters' gradients are small: kept whole (an upper bound)
     per_layer = activation_bytes_per_token_layer(
         a,
         mode=mode,
@@ -122,6 +170,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         lora_dropout=kw["lora_dropout"],
         flash_attention=kw["flash_attention"],
         seq_len=kw["seq_len"],
+        adapter_bytes=LORA_DTYPES[(kw["lora_dtype"] or "fp32").lower()] if kind != "full_ft" else None,
     )
     # Korthikanti et al. 2022 (arXiv:2205.05198), section 4: without recomputation every layer
     # keeps its per-layer activations (``per_layer``, their s*b*h*(34 + 5*a*s/h) minus the
@@ -132,10 +181,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         layers_act = tokens * (a.layers * act_b * a.hidden + per_layer)
     else:
         layers_act = tokens * a.layers * per_layer
-    # the loss: transformers' ForCausalLMLoss upcasts the 16-bit logits to fp32
-    # (``logits.float()``), cross_entropy keeps the fp32 log-softmax for backward and the
-    # backward writes an fp32 gradient of the same size: vocab x tokens x (2 + 4 + 4 + 2)
-    logits = tokens * a.vocab * (act_b + 10)
+    logits = logits_bytes(tokens, a.vocab, act_b, kw["loss"], bool(kw["torch_compile"]))
     final = tokens * a.hidden * (4 + act_b)  # final RMSNorm: fp32 input + LM-head input
     activations = layers_act + logits + final
     gather = 0.0
@@ -214,6 +260,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "cuda_context_gib": CUDA_CONTEXT_GIB,
             "lora_params": lora_params,
             "tokens_per_gpu": tokens,
+            "total_all_gpus_gib": _gib(total) * n,  # every data-parallel rank holds the same
         },
         settings=_settings(kw, num_gpus=n),
     )

@@ -48,7 +48,8 @@ def runjob_cancel(submissions, cluster, context):
 
 
 @hookimpl(tryfirst=True)
-def runjob_collect(submission, status, dest, context):
+def runjob_collect(job, submission, status, dest, context):
     from runjob_local import _runner
 
-    return _runner.collect(submission, dest)
+    memory = _runner.measured_memory(submission, context, job)
+    return _runner.collect(submission, dest) + ([memory] if memory else [])

@@ -177,6 +177,17 @@ def _kill_group(pgid: int) -> None:
     _reap(pgid)
 
 
+def measured_memory(submission: Submission, context, job=None) -> Artifact | None:
+    """The GPU peak the job's log reports, next to the estimate of its spec, as the SLURM
+    plugin records it (:func:`runjob_core.estimator.measured.log_file_artifact`)."""
+    from runjob_core.estimator import measured
+
+    if not Path(submission.log_path).is_file():
+        return None
+    job = job or context.store.get_job(submission.job_id).spec
+    return measured.log_file_artifact(job, context.clusters[submission.cluster], submission.log_path, SOURCE)
+
+
 def collect(submission: Submission, dest: Path) -> list[Artifact]:
     """Copy the job's results folder into *dest* (only files that changed)."""
     source = Path(submission.results_dir)

@@ -549,11 +549,17 @@ def collect(submission: Submission, status: JobStatus, dest: Path, context) -> l
     cost = Artifact(name="pod-cost", kind="cost", location=f"pod {record.pod_id}: ${usd:.2f} at ${record.cost_per_hour:.2f}/h",
                     source=SOURCE, data={"usd": usd, "usd_per_hour": record.cost_per_hour, "pod_id": record.pod_id,
                                          "gpu": f"{record.gpu_count} x {record.gpu_id}"})
+    # What the job measured: the GPU peak its log (copied off the pod) reports, beside the estimate
+    from runjob_core.estimator import measured
+
+    memory = measured.log_file_artifact(context.store.get_job(record.job_id).spec, cluster,
+                                        str(_state.mirror_root(context.state_dir, record.job_id)) + record.log_path, SOURCE)
+    extra = [memory] if memory else []
     if not files:
-        return [cost, *problems]
+        return [cost, *problems, *extra]
     return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
                      data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}"}), cost,
-            *problems]
+            *problems, *extra]
 
 
 # ---------------------------------------------------------------------- resume

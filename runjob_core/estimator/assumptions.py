@@ -1,0 +1,92 @@
+"""The modelling choices behind one estimate, in words a user can check against their job.
+
+Each line names a choice that moved the figures (attention kernel, what is sharded or
+offloaded, how the loss is computed, which overheads are counted), so a surprising number
+can be traced to the assumption that produced it. ``runjob estimate --json`` lists them
+under ``assumptions``; the pre-flight summary and the table print them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def assumptions_of(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> tuple[str, ...]:
+    """One line per deciding assumption of *est* (a MemoryEstimate) made with settings *kw*."""
+    if kind == "inference":
+        return tuple(_inference(est, kw))
+    return tuple(_training(ctx, kind, est, kw))
+
+
+def _inference(est: Any, kw: dict[str, Any]) -> list[str]:
+    b = est.breakdown
+    context = f"CUDA context {b.get('cuda_context_gib', 0.5):.2f} GiB per process"
+    if est.engine == "vllm":
+        return [
+            f"vLLM budget = gpu_memory_utilization {kw['gpu_memory_utilization']} x {est.gpu_vram_gib:.1f} GiB; "
+            "KV cache = budget - weights - profile-run peak - non-torch memory",
+            f"profile run over {b.get('max_num_batched_tokens')} tokens (max_num_batched_tokens; chunked prefill, vLLM V1); "
+            f"its peak is the larger of one layer's transients and the sampler's buffers for "
+            f"{kw['max_num_seqs']} sequences ({b.get('sampler_gib', 0.0):.2f} GiB)",
+            f"non-torch memory (NCCL, cuBLAS) {b.get('non_torch_gib', 0.0):.2f} GiB inside the budget; "
+            f"{context} and CUDA graphs {b.get('cuda_graphs_gib', 0.0):.2f} GiB outside it",
+        ]
+    if est.engine == "sglang":
+        return [
+            f"SGLang KV pool = free memory after the weights - (1 - mem_fraction_static {b.get('mem_fraction_static')}) x total",
+            f"prefill chunk of {b.get('chunked_prefill_tokens')} tokens and CUDA graphs must fit outside the pool; {context}",
+        ]
+    lines = [
+        "transformers generate: weights + a DynamicCache that grows to max_model_len x concurrency "
+        "+ one forward over the whole prompt (last-position logits only); nothing reserved up front",
+        f"{context}, not part of torch's peak (torch_peak_gib / reserved_gib exclude it)",
+    ]
+    if est.num_gpus > 1:
+        lines.append(
+            f"device_map='auto' over {est.num_gpus} GPUs: whole layers balanced by size, no tensor parallelism; "
+            "the first GPU also holds the embedding, the last the LM head and logits; the figures are the "
+            "busiest GPU's, total_all_gpus_gib sums them"
+        )
+    return lines
+
+
+def _training(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
+    n, stage = est.num_gpus, kw["zero_stage"]
+    lines = []
+    if kw["flash_attention"]:
+        lines.append("attention: flash/SDPA kernel (the seq x seq score matrix is never stored)")
+    else:
+        lines.append("attention: eager (each layer keeps its seq x seq scores and softmax for backward)")
+    if kw["grad_checkpointing"]:
+        lines.append("activation checkpointing: each layer keeps only its input; one layer is recomputed at a time")
+    else:
+        lines.append("no activation checkpointing: every layer keeps its activations until backward")
+    lines.append({
+        "standard": "loss: one fp32 cross entropy over all logits (16-bit logits, fp32 copy, fp32 log-softmax, gradient)",
+        "chunked": "loss: chunked cross entropy (torchtune CEWithChunkedOutputLoss): fp32 copies one chunk of 8 at a time",
+        "fused": "loss: fused linear + cross entropy: no full logits tensor",
+    }[kw["loss"]] + ("; compiled: no fp32 copies of the logits, only their gradient" if kw["torch_compile"] else ""))
+    shard = {0: "nothing sharded (every rank holds full model states)",
+             1: "optimizer states sharded (ZeRO-1)",
+             2: "optimizer states and gradients sharded, weights replicated (ZeRO-2 / FSDP SHARD_GRAD_OP)",
+             3: "weights, gradients and optimizer states sharded (ZeRO-3 / FSDP FULL_SHARD)"}[stage]
+    lines.append(f"{n} GPU(s): {shard}" if n > 1 else "1 GPU: no sharding")
+    if kw["cpu_offload"]:
+        lines.append("CPU offload: optimizer states, master weights and reduced gradients on the host"
+                     + (", weights too (only the gathered layers on the GPU)" if stage >= 3 else ""))
+    if kind == "full_ft":
+        precision = "pure 16-bit (no fp32 master copy)" if not kw["master_weights"] and kw["dtype"] != "fp32" else (
+            "fp32" if kw["dtype"] == "fp32" else "mixed precision: 16-bit weights and gradients, fp32 master copy")
+        lines.append(f"precision: {precision}")
+    else:
+        base = "NF4 base weights" if kind == "qlora" else f"frozen {kw['dtype']} base weights"
+        keeps = ("4-bit layers keep their input (bitsandbytes MatMul4Bit)" if kind == "qlora" and kw["nf4_backend"] == "bnb"
+                 else "frozen layers keep no input")
+        lines.append(f"{base}; {keeps}; rank-{kw['lora_rank']} adapters in {kw['lora_dtype']}")
+    opt = f"optimizer {kw['optimizer']}"
+    if kw["optimizer_in_bwd"]:
+        opt += "; stepped inside backward (optimizer_in_bwd): no whole-model gradient buffer"
+    lines.append(opt)
+    lines.append(f"overheads: CUDA context {est.breakdown.get('cuda_context_gib', 0.5):.2f} GiB "
+                 "+ 5% caching-allocator slack on top of torch's peak")
+    return lines
