@@ -453,6 +453,11 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
     if config.spec_hash(job) != row.spec_hash:
         raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
     cluster = cluster_for(context, job)
+    if job.workdir and not accept_code_changes:
+        # Changed code is refused before an attempt is recorded: the job's own record stays as it was.
+        latest = context.store.latest_attempt(row.id)
+        started_with = _code_started_with(context, row.id, latest.n + 1 if latest else 1)
+        staging.check_code(Path(job.base_dir, job.workdir).resolve(), job, started_with, accept_changes=False)
     with context.store.claim(f"submit:{row.id}"):
         latest = context.store.latest_attempt(row.id)
         if after is not None and latest is not None and latest.n != after:

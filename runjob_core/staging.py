@@ -100,12 +100,7 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     hashes = None
     if job.workdir:
         source = Path(layout.sync_from) if layout.sync_from else Path(job.base_dir, job.workdir).resolve()
-        hashes = workdir_hashes(source)
-        changes = code_changes(started_with, hashes) if started_with is not None else []
-        if changes and not accept_changes:
-            shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
-            raise RefusedError(f"the workdir {source} changed since {job.name} started: {shown}; a resumed job runs the "
-                               "code it started with: put those files back, or pass --force to run the changed code")
+        hashes = check_code(source, job, started_with, accept_changes=accept_changes)
     files = {
         rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
@@ -204,6 +199,18 @@ def workdir_hashes(root: Path) -> dict[str, str]:
     for rel in sorted(local):
         with open(root / rel, "rb") as handle:
             hashes[rel] = hashlib.file_digest(handle, "sha256").hexdigest()
+    return hashes
+
+
+def check_code(source: Path, job: JobSpec, started_with: dict[str, str] | None, *, accept_changes: bool) -> dict[str, str]:
+    """The hashes of the workdir *source*; a change since *started_with* (the code the job
+    started with) is refused with the files named, unless *accept_changes*."""
+    hashes = workdir_hashes(source)
+    changes = code_changes(started_with, hashes) if started_with is not None else []
+    if changes and not accept_changes:
+        shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
+        raise RefusedError(f"the workdir {source} changed since {job.name} started: {shown}; a resumed job runs the "
+                           "code it started with: put those files back, or pass --force to run the changed code")
     return hashes
 
 

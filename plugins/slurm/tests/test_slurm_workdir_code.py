@@ -69,7 +69,8 @@ def test_a_resume_runs_the_code_it_started_with_unless_forced(tmp_path, slurm_en
     line = refused.stderr.strip()
     assert "config.txt (changed)" in line and "extra.txt (deleted)" in line and "go (added)" in line and "--force" in line
     assert len(line.splitlines()) == 1 and "Traceback" not in line
-    assert [a["n"] for a in json.loads(runjob("status", job["id"], "--json", cwd=home, check=0).stdout)[0]["attempts"]] == [1]
+    unchanged = json.loads(runjob("status", job["id"], "--json", cwd=home, check=0).stdout)[0]
+    assert [a["n"] for a in unchanged["attempts"]] == [1] and unchanged["outcome"] == job["outcome"]  # nothing recorded
     runjob("resume", job["id"], "--yes", "--force", cwd=home, check=0)
     runjob("watch", job["id"], cwd=home, check=0)
     text = runjob("logs", job["id"], "--attempt", "2", cwd=home, check=0).stdout
