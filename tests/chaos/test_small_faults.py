@@ -67,3 +67,16 @@ def test_a_local_jobs_raw_log_redacts_inherited_tokens_and_runjobs_files_are_pri
         mode = stat.S_IMODE(path.stat().st_mode)
         if path == state or path.name.startswith("state.db") or path in logs:
             assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
+
+
+def test_the_log_redactors_prefilter_covers_every_token_shape():
+    """The redactor skips the pattern for output holding none of _TOKEN_STARTS: a token shape
+    added to runjob_core.redact must start with one of them, or it would pass unredacted."""
+    import re
+
+    from runjob_core import _log_redactor, redact
+
+    body = redact._TOKEN_PATTERNS.pattern.removeprefix(r"\b(").removesuffix(r")\b")
+    for alternative in body.split("|"):
+        literal = re.match(r"[A-Za-z_-]+", alternative).group(0)
+        assert any(literal.encode().startswith(start) for start in _log_redactor._TOKEN_STARTS), alternative

@@ -31,7 +31,7 @@ TIMEOUT_EXIT = 124
 # The wrapper: the job's output through the token redactor into the log (the job inherits
 # the user's environment, tokens included), its exit code to a file, written atomically;
 # `timeout` gives the job a time limit.
-_WRAPPER = ('rc_file="$1"; python="$2"; shift 2; "$@" 2>&1 | "$python" -m runjob_core._log_redactor; '
+_WRAPPER = ('rc_file="$1"; python="$2"; redactor="$3"; shift 3; "$@" 2>&1 | "$python" -S -I "$redactor"; '
             'rc=${PIPESTATUS[0]}; echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 #: Seconds between SIGTERM and SIGKILL on cancel (time to save a checkpoint).
 KILL_GRACE = 10.0
@@ -68,7 +68,9 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
     if job.resources.time:
         # SIGTERM at the limit (the job may save), SIGKILL 30 s later; exit 124 = TIMEOUT.
         command = ["timeout", "-k", "30", str(parse_duration(job.resources.time)), *command]
-    argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, sys.executable, *command]
+    from runjob_core import _log_redactor
+
+    argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, sys.executable, _log_redactor.__file__, *command]
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
     try:
         started = context.run(argv, cwd=layout.workdir, detach=True, output_path=layout.log_path)
