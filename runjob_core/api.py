@@ -284,11 +284,25 @@ class Session:
         resume.resubmit(self._context, row, plan, after=latest.n)
         return _ref(row)
 
-    def cancel(self, job: JobRef | JobState | str) -> list[str]:
-        """Cancel the job's active attempts; returns the backend ids cancelled."""
+    def cancel(self, job: JobRef | JobState | str, *, wait: float = 60.0, force: bool = False) -> list[str]:
+        """Cancel the job's active attempts and wait (up to *wait* seconds) until a poll of the
+        backend confirms each ended; returns the backend ids asked. A job that had ended
+        before the cancel arrived keeps its own ending (``status(job).state``).
+
+        :raises runjob_core.errors.RunjobError: the backend refused, or the job still runs
+            after *wait* (``CancelNotConfirmedError``, with the backend's words). With
+            *force* such a job is forgotten instead, which does NOT stop it.
+        """
         from runjob_core import lifecycle
 
-        return lifecycle.cancel(self._context, self._context.store.find_job(_key(job)))
+        return lifecycle.cancel(self._context, self._context.store.find_job(_key(job)), wait=wait, force=force)
+
+    def forget(self, job: JobRef | JobState | str) -> list[int]:
+        """Stop following a job whose backend cannot be reached (``FORGOTTEN``; nothing is
+        stopped). Returns the attempt numbers forgotten."""
+        from runjob_core import lifecycle
+
+        return lifecycle.forget(self._context, self._context.store.find_job(_key(job)))
 
     def jobs(self, *, limit: int = 50) -> list[JobState]:
         """The most recent jobs of this state store."""

@@ -29,20 +29,24 @@ def scan_submission(path: str | Path) -> Submission:
                       progress_path=folder + "/progress.json", submitted_at=time.time(), source=SOURCE)
 
 
-def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: JobSpec | None = None) -> list[Finding]:
+def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: JobSpec | None = None,
+              failures: list[str] | None = None) -> list[Finding]:
     """All findings of every installed checker on the file at *path*: whole-file scanners
-    (``runjob_scan_log``) first, then the file as windows to every other checker."""
+    (``runjob_scan_log``) first, then the file as windows to every other checker. A checker
+    that crashed is named in *failures* (if given) with the file of its traceback: the
+    checks of this file are then incomplete."""
     job = job or JobSpec(name="scan", command="true", model=ModelSpec(max_tokens=max_tokens), health=HealthPolicy())
     submission = scan_submission(path)
     found: list[Finding] = []
-    failures: list[str] = []
+    failures = [] if failures is None else failures
+    crashed: set[str] = set()
 
     def failed(name: str, exc: BaseException) -> None:
-        from runjob_core import lifecycle
+        from runjob_core import _plugin_errors
 
-        if name not in failures:
-            failures.append(name)
-            lifecycle.plugin_failed(context, None, "runjob_check_health", name, exc)
+        if name not in crashed:
+            crashed.add(name)
+            failures.append(_plugin_errors.describe(context, name, "runjob_check_health", exc))
 
     pm = context.pm
     answered: list = []

@@ -37,10 +37,15 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
 Expected failures (the scheduler said no, the host is unreachable, the token was
 refused) are raised as :class:`runjob_core.errors.BackendError` or
 :class:`runjob_core.errors.TransportError` with a message that says what to do; the CLI
-prints it on one line. Any other exception raised by a plugin is a bug in that plugin:
-the core records it as one ``plugin_error`` event naming the plugin, keeps the traceback
-in the log, and carries on where it can (a failing health checker never stops monitoring
-or collecting; a failing backend fails only its own jobs).
+prints it on one line. Any other exception raised by a plugin is a bug in that plugin,
+handled the same way in every hook (:mod:`runjob_core._plugin_errors`): the traceback goes
+to a file under ``.runjob/errors/``, the terminal gets one line per plugin and hook per
+command naming that file, each job one ``plugin_error`` event per cycle (the report lists
+them as anomalies), and the core carries on where it can: a failing health checker never
+stops monitoring or collecting (``runjob health scan`` then says "checks incomplete"); where
+the hook's answer is needed (submit, cancel, reattach, provision, resume) the command stops
+with that line; a backend whose poll fails 5 cycles running gets its jobs marked with what
+to do (``runjob forget`` clears them) and only its own jobs wait.
 
 The ``context`` parameter is a :class:`runjob_core.context.RunContext`: the state store,
 the state directory, the one process runner (``context.run``), the clusters and the
@@ -121,12 +126,19 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
     :returns: An :class:`Estimate` naming your plugin in ``source``, or ``None`` if you
         have nothing to say about *job*. ``fits=False`` makes pre-flight refuse the job
         unless the user passes ``--force``; give ``suggestions`` that say what to change.
+        Keys of ``data`` the core reads after every plugin answered: ``warnings`` (a list
+        of strings pre-flight shows without refusing), ``usd_per_hour`` (``{GPU type:
+        dollars per hour for the job's GPUs}``: the core prices the time estimate's
+        GPU-hours with the dearest) and ``partition_max_seconds`` (the limit a job without
+        ``resources.time`` runs under: the core counts resume segments against it). The
+        core's own time estimate puts its ``time`` object there.
 
     Result: routed to the cluster's backend (plus every non-backend plugin); all non-None
     estimates are used.
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 routed: another backend's estimate no longer runs for the job.
+    .. versionchanged:: 0.3 ``data`` keys ``warnings``, ``usd_per_hour``, ``partition_max_seconds``.
     """
 
 
@@ -322,14 +334,25 @@ def runjob_poll(
 def runjob_cancel(submissions: Sequence[Submission], cluster: ClusterConfig, context: RunContext) -> Sequence[str] | None:
     """Cancel every submission in *submissions* (one call for many jobs).
 
-    :param submissions: The active submissions to cancel, all on *cluster*.
+    Your answer only says the cancel was *asked*: the core records each attempt
+    ``CANCELLING`` and keeps calling :func:`runjob_poll` until it reports the job ended, so
+    report ``CANCELLED`` there only once the job (process, pod, scheduler job) has really
+    stopped, and keep a job's own ending (``COMPLETED``, ``FAILED``) if it ended before the
+    cancel arrived. A cancel no poll confirms within the bound (60 s by default) is reported
+    to the user with your poll's ``reason``.
+
+    :param submissions: The active submissions to cancel, all on *cluster* (an attempt
+        already ``CANCELLING`` may be asked again).
     :param cluster: The cluster.
     :param context: This invocation's context.
-    :returns: The backend job ids that were cancelled (or had already ended).
+    :returns: The backend job ids whose cancel was asked (or that had already ended).
     :raises runjob_core.errors.BackendError: The backend refused to cancel.
 
     Result: routed to the cluster's backend; the first non-None result wins. The core
-    then calls :func:`runjob_release` for every cancelled attempt's machine.
+    calls :func:`runjob_release` for the machine once the poll says the attempt ended.
+
+    .. versionchanged:: 0.3 confirmed by :func:`runjob_poll` (``CANCELLING``), no longer
+       recorded ``CANCELLED`` from the answer.
 
     .. versionadded:: 0.1
     """

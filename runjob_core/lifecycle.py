@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from runjob_core import _results_folder, config, plugins, staging, templating
+from runjob_core import _plugin_errors, _results_folder, config, plugins, staging, templating
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
@@ -84,15 +84,21 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
     caller = context.hook("runjob_estimate", cluster.type)
     estimates = plugins.call_each(caller, {"job": job, "cluster": cluster, "context": context},
                                   on_error=lambda name, exc: plugin_failed(context, None, "runjob_estimate", name, exc))
+    if any("time" in e.data for e in estimates):
+        from runjob_core.estimator import time_gate  # segments against the limit, GPU-hours at the backend's price
+
+        estimates = time_gate.finish(job, estimates)
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
+    # An estimate may warn without refusing (a job that needs resume segments): data["warnings"].
+    warned = tuple(w for e in estimates if e.fits is not False for w in e.data.get("warnings", ()))
     if not (job.benchmark or job.data.input):
-        return Preflight(tuple(estimates), tuple(problems), ())  # nothing a reference could be about
+        return Preflight(tuple(estimates), tuple(problems), warned)  # nothing a reference could be about
     from runjob_core import references
 
     refs = references.all_references(plugin_refs=references.plugin_references(context))
     review = references.review_job(job, refs, canary=canary)
-    return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), tuple(review.warnings))
+    return Preflight(tuple(estimates), tuple(problems) + tuple(review.problems), warned + tuple(review.warnings))
 
 
 # ---------------------------------------------------------------------------- render
@@ -278,7 +284,9 @@ def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterCo
     Returns its submission, or the attempt to submit again (with its machine, if one was made)."""
     attempt = new_attempt(context, job, cluster, job_id=row.id, n=attempt_row.n, resume_from=attempt_row.resumed_from,
                           limit=_limit(row, job), machine=attempt_row.machine)
-    found = context.hook("runjob_reattach", cluster.type)(job=job, attempt=attempt, tag=attempt.tag, cluster=cluster, context=context)
+    found = _plugin_errors.call_first(context, context.hook("runjob_reattach", cluster.type),
+                                      {"job": job, "attempt": attempt, "tag": attempt.tag, "cluster": cluster, "context": context},
+                                      hook="runjob_reattach", blame=cluster.type, job_id=row.id, attempt=attempt.n)
     if found is None:
         return attempt
     context.store.record_submission(row.id, attempt.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
@@ -336,9 +344,10 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
         if code is not None:
             _record_code(context, row.id, n, code)
         asked = True
-        submission = context.hook("runjob_submit", cluster.type)(
-            job=job, attempt=attempt, rendered=rendered, cluster=cluster, transport=transport, context=context
-        )
+        submission = _plugin_errors.call_first(
+            context, context.hook("runjob_submit", cluster.type),
+            {"job": job, "attempt": attempt, "rendered": rendered, "cluster": cluster, "transport": transport, "context": context},
+            hook="runjob_submit", blame=cluster.type, job_id=row.id, attempt=n)
     except TransportError as exc:
         # The job may or may not have reached the scheduler: keep the attempt in
         # SUBMITTING so that running the command again finds it by its tag.
@@ -349,7 +358,8 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
         _forget_attempt(context, row, attempt, cluster, reason=f"submit failed: {exc}")
         if not isinstance(exc, RefusedError):  # a refusal (changed code) is the command's one line, not an event
             kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
-            context.event(row.id, kind, str(exc), attempt=n)
+            # A plugin's bug was shown once already (plugin_error); the CLI prints it again as its error.
+            context.event(row.id, kind, str(exc), attempt=n, quiet=isinstance(exc, _plugin_errors.PluginError))
         raise
     except BaseException as exc:
         if asked and isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -392,7 +402,9 @@ def _provision(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterC
     """Ask the backend for a machine (most have a standing host and answer None); record it
     with the attempt before anything else, so a restarted runjob can find or release it."""
     try:
-        machine = context.hook("runjob_provision", cluster.type)(job=job, attempt=attempt, cluster=cluster, context=context)
+        machine = _plugin_errors.call_first(context, context.hook("runjob_provision", cluster.type),
+                                            {"job": job, "attempt": attempt, "cluster": cluster, "context": context},
+                                            hook="runjob_provision", blame=cluster.type, job_id=row.id, attempt=attempt.n)
     except RunjobError as exc:
         _forget_attempt(context, row, attempt, cluster, reason=f"provisioning failed: {exc}")
         context.event(row.id, "rejected" if isinstance(exc, BackendError) else "submit_failed", str(exc), attempt=attempt.n)
@@ -421,8 +433,10 @@ def release(context: RunContext, job_id: str, n: int, machine: Machine, submissi
             cluster: ClusterConfig, *, reason: str) -> None:
     """Give a provisioned machine back (``runjob_release``), once; a failure is recorded."""
     caller = context.hook("runjob_release", cluster.type)
+    kwargs = {"machine": machine, "submission": submission, "cluster": cluster, "reason": reason, "context": context}
     try:
-        caller(machine=machine, submission=submission, cluster=cluster, reason=reason, context=context)
+        plugins.call_each(caller, kwargs, blame=cluster.type,
+                          on_error=_plugin_errors.raiser(context, "runjob_release", job_id=job_id, attempt=n))
     except RunjobError as exc:
         context.event(job_id, "release_failed", f"could not release machine {machine.id} ({exc}); it may still cost money: "
                       f"runjob cancel {job_id}, or remove it in the provider's console", attempt=n)
@@ -470,52 +484,53 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
 
 def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
                   attempt: int | None = None) -> None:
-    """A plugin raised something it should not have: one event naming it, the traceback in
-    the log (``RUNJOB_DEBUG=1`` or the logging config shows it); the rest carries on."""
-    import logging
+    """A plugin raised something it should not have: one ``plugin_error`` event naming it and
+    the file under ``.runjob/errors/`` that holds the traceback (:mod:`runjob_core._plugin_errors`);
+    the rest carries on."""
+    from runjob_core import _plugin_errors
 
-    logging.getLogger("runjob").warning("plugin %r failed in %s", plugin, hook, exc_info=exc)
-    context.event(job_id, "plugin_error", f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc} "
-                  "(a bug in that plugin; the rest carried on)", attempt=attempt, source=plugin, hook=hook)
+    _plugin_errors.record(context, job_id, hook, plugin, exc, attempt=attempt)
 
 
 # ---------------------------------------------------------------------------- cancel
 
 
-def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the user") -> list[str]:
-    """Cancel the job's active attempts and record them CANCELLED now (the user asked)."""
-    attempts, done = _cancel_active(context, row)
-    for attempt in attempts:
-        if attempt.submission.backend_job_id in done:
-            context.store.update_attempt(row.id, attempt.n, state="CANCELLED", ended_at=time.time(), reason=reason)
-            context.event(row.id, "cancelled", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
-            release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="cancelled")
-    return list(done)
+def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the user", wait: float | None = None,
+           force: bool = False) -> list[str]:
+    """Cancel the job's active attempts, confirmed: each is ``CANCELLING`` until a poll says
+    how it ended (``CANCELLED``, or its own ending if it beat the cancel). Returns the
+    backend ids asked. :mod:`runjob_core._cancel` has the rules.
+
+    :raises runjob_core._cancel.CancelNotConfirmedError: not ended within *wait* seconds
+        (unless *force*, which then forgets it: that stops nothing).
+    """
+    from runjob_core import _cancel, interrupted
+
+    if interrupted.drop(context, row):  # interrupted before the backend took it (no job has its tag): nothing runs
+        return []
+    return _cancel.cancel(context, row, reason=reason, wait=_cancel.CONFIRM_SECONDS if wait is None else wait, force=force)
+
+
+def forget(context: RunContext, row: JobRow) -> list[int]:
+    """Stop following a job runjob can no longer reach, without asking its backend; recorded
+    as FORGOTTEN, not stopped. Returns the attempt numbers forgotten."""
+    from runjob_core import _cancel
+
+    return _cancel.forget(context, row)
 
 
 def stop(context: RunContext, row: JobRow, *, reason: str) -> list[str]:
     """Ask the backend to cancel the job's active attempts, and leave their final state to
     the monitor's next poll: a job that was already ending (killed for memory, say) keeps
     the scheduler's word for how it ended instead of runjob's CANCELLED."""
-    attempts, done = _cancel_active(context, row)
+    from runjob_core import _cancel
+
+    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
+    done = _cancel.ask(context, row, attempts) if attempts else set()
     for attempt in attempts:
         if attempt.submission.backend_job_id in done:
             context.event(row.id, "stopping", f"attempt {attempt.n} ({attempt.backend_job_id}): {reason}", attempt=attempt.n)
-    return list(done)
-
-
-def _cancel_active(context: RunContext, row: JobRow) -> tuple[list, list[str]]:
-    from runjob_core import interrupted
-
-    if interrupted.drop(context, row):  # interrupted before the backend took it: nothing runs
-        return [], []
-    attempts = [a for a in context.store.attempts(row.id) if a.state in ACTIVE_STATES and a.submission_json]
-    if not attempts:
-        return [], []
-    cluster = job_cluster(context, row)
-    submissions = [a.submission for a in attempts]
-    done = context.hook("runjob_cancel", cluster.type)(submissions=submissions, cluster=cluster, context=context) or []
-    return attempts, list(done)
+    return sorted(done)
 
 
 # ---------------------------------------------------------------------------- collect

@@ -25,9 +25,15 @@ NODE_FAIL = "NODE_FAIL"
 REQUEUED = "REQUEUED"
 LOST = "LOST"
 SUBMITTING = "SUBMITTING"
+#: runjob asked the backend to cancel; the attempt stays active (polled) until a poll says
+#: how it really ended: CANCELLED, or the state it had reached before the cancel arrived.
+CANCELLING = "CANCELLING"
+#: The user told runjob to stop following an attempt it can no longer reach (``runjob
+#: forget``, ``runjob cancel --force``). Nothing was stopped: the job may still run.
+FORGOTTEN = "FORGOTTEN"
 
-ACTIVE_STATES = frozenset({SUBMITTING, PENDING, RUNNING, REQUEUED})
-TERMINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, PREEMPTED, NODE_FAIL, LOST})
+ACTIVE_STATES = frozenset({SUBMITTING, PENDING, RUNNING, REQUEUED, CANCELLING})
+TERMINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, PREEMPTED, NODE_FAIL, LOST, FORGOTTEN})
 STATES = ACTIVE_STATES | TERMINAL_STATES
 
 # A job name reaches file names, #SBATCH lines and remote paths: keep it boring.

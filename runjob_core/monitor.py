@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _cyclememo, _watch, lifecycle, plugins
+from runjob_core import _cyclememo, _plugin_errors, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.reporting import history as metrics_history
 from runjob_core.models import (
-    ACTIVE_STATES, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
+    ACTIVE_STATES, CANCELLED, CANCELLING, COMPLETED, FAILED, LOST, NODE_FAIL, PENDING, PREEMPTED, RUNNING, SUBMITTING, TIMEOUT, Finding, JobStatus, Submission,
 )
 from runjob_core.store import AttemptRow, JobHead
 
@@ -74,6 +74,8 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
     The jobs this process observes are leased to it (``observe:<job id>``): one writer per
     job; *keep_leases* (``watch``) keeps them between cycles."""
     store = context.store
+    _plugin_errors.next_cycle(context)
+    unreachable: set[str] = set()  # jobs whose backend's poll keeps failing (marked with what to do)
     grouped, rows = _cyclememo.groups(context, job_ids, _submission)
     by_cluster, followed = _observed_here(context, grouped)
     changed = _finish_pending(context, job_ids)
@@ -103,8 +105,7 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
                     context.event(attempt.job_id, "transient", f"poll failed, will retry: {exc}", attempt=attempt.n)
                 continue
             except Exception as exc:  # a bug in the backend: its own jobs wait, every other cluster carries on
-                for attempt in group:
-                    lifecycle.plugin_failed(context, attempt.job_id, "runjob_poll", cluster.type, exc, attempt=attempt.n)
+                unreachable |= _plugin_errors.poll_failed(context, group, "runjob_poll", cluster.type, exc)
                 continue
             _watch.count_poll(context, woken, group, cluster_name)
         for attempt, submission in zip(group, submissions):
@@ -164,6 +165,8 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
         if (latest is None or latest.state not in ACTIVE_STATES) and observer in (None, store.owner) and not pending:
             finished.add(job_id)
         views[job_id] = _view(row.id, row.name, latest, row.outcome)
+    # A job whose backend cannot be asked any more is over for this watch (it says what to do).
+    finished |= unreachable & set(job_ids or [])
     if not keep_leases:
         _release_observed(context)
     return CycleResult(changed, views, finished, followed, state_changed)
@@ -226,6 +229,11 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     changed = False
     updates: dict = {}
     state_message = None
+    if attempt.state == CANCELLING and status.state in ACTIVE_STATES:
+        # runjob asked for the cancel: the attempt stays CANCELLING until a poll says how it
+        # ended. The backend's words of this poll are kept for the cancel's message.
+        context.scratchpad("runjob-core:cancel-polls")[(attempt.job_id, attempt.n)] = status
+        status = attrs.evolve(status, state=CANCELLING, reason=attempt.reason)
     if status.state != attempt.state or (status.reason or None) != (attempt.reason or None):
         updates.update(state=status.state, reason=status.reason)
         changed = True
@@ -401,7 +409,8 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
         _after_early_end(context, row, attempt, status, findings, stops, view)
     finally:
         # The attempt is over and will not be collected: give its machine back.
-        lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"ended {status.state}")
+        why = "cancelled" if status.state == CANCELLED else f"ended {status.state}"
+        lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=why)
 
 
 def _after_early_end(context: RunContext, row, attempt: AttemptRow, status: JobStatus, findings: list[Finding],
@@ -443,7 +452,13 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
-    plan = context.hook("runjob_resume", row.backend)(job=job, submission=latest.submission, status=status, context=context)
+    try:
+        plan = _plugin_errors.call_first(context, context.hook("runjob_resume", row.backend),
+                                         {"job": job, "submission": latest.submission, "status": status, "context": context},
+                                         hook="runjob_resume", blame=row.backend, job_id=row.id, attempt=attempt.n)
+    except _plugin_errors.PluginError as exc:
+        context.event(row.id, "resume_failed", str(exc), attempt=attempt.n, quiet=True)
+        return
     if plan is None:
         context.event(row.id, "resume_refused", f"{status.state}: the backend cannot resume this job", attempt=attempt.n)
         return

@@ -184,21 +184,30 @@ def backend_infos(pm: pluggy.PluginManager) -> dict[str, Any]:
 
 
 def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult: bool = False,
-              answered: list[Any] | None = None) -> list[Any]:
+              answered: list[Any] | None = None, blame: str | None = None) -> list[Any]:
     """Call every implementation behind *caller* on its own, as pluggy would (same order,
     same argument subset), so that one plugin raising does not take the others down.
 
     *on_error(plugin_name, exc)* is called for an implementation that raised anything but
     a :class:`~runjob_core.errors.RunjobError` (those are expected failures and propagate).
-    Wrappers cannot be isolated this way: with one present the hook is called as a whole.
+    Wrappers cannot be isolated this way: with one present the hook is called as a whole,
+    and what it raises is put down to *blame* (the job's backend) or "a hook wrapper".
     *answered*, if given, receives the plugin object of every implementation that answered.
     """
     from runjob_core.errors import RunjobError
 
     impls = caller.get_hookimpls()
     if any(impl.wrapper or impl.hookwrapper for impl in impls):
-        result = caller(**kwargs)
-        return [result] if firstresult else list(result)
+        try:
+            result = caller(**kwargs)
+        except RunjobError:
+            raise
+        except Exception as exc:  # a plugin bug somewhere in the chain: reported by on_error
+            on_error(blame or "a hook wrapper", exc)
+            return []
+        if firstresult:
+            return [] if result is None else [result]
+        return list(result)
     results = []
     for impl in reversed(impls):
         try:

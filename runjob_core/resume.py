@@ -19,7 +19,11 @@ def plan(context, row) -> tuple[ResumePlan, object]:
     if latest.state == COMPLETED:
         raise RunjobError(f"job {row.id} completed; there is nothing to resume")
     status = lifecycle.stored_status(latest)
-    result = context.hook("runjob_resume", row.backend)(job=row.spec, submission=latest.submission, status=status, context=context)
+    from runjob_core import _plugin_errors
+
+    result = _plugin_errors.call_first(context, context.hook("runjob_resume", row.backend),
+                                       {"job": row.spec, "submission": latest.submission, "status": status, "context": context},
+                                       hook="runjob_resume", blame=row.backend, job_id=row.id, attempt=latest.n)
     if result is None:
         raise RunjobError(f"backend {row.backend!r} cannot resume job {row.id}")
     return result, latest

@@ -558,7 +558,7 @@ class Store:
         row = self._db.execute(
             "SELECT a.* FROM attempts a JOIN jobs j ON j.id = a.job_id"
             " WHERE j.name = ? AND j.spec_hash = ? AND j.kind = ?"
-            " AND a.state IN ('SUBMITTING','PENDING','RUNNING','REQUEUED')"
+            " AND a.state IN ('SUBMITTING','PENDING','RUNNING','REQUEUED','CANCELLING')"
             " AND a.n = (SELECT MAX(n) FROM attempts WHERE job_id = a.job_id)"
             " ORDER BY j.created_at DESC LIMIT 1",
             (name, spec_hash, kind),
@@ -600,7 +600,7 @@ class Store:
         return _make(AttemptRow, row) if row else None
 
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
-        active = "('SUBMITTING','PENDING','RUNNING','REQUEUED')"
+        active = "('SUBMITTING','PENDING','RUNNING','REQUEUED','CANCELLING')"
         if job_ids:
             marks = ",".join("?" * len(job_ids))
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id IN ({marks})", job_ids)

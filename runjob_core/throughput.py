@@ -1,12 +1,23 @@
-"""Pre-flight time estimate: how long the job will run, from its sample count and the
-throughput of earlier runs with the same name (kept in the state store), or a
-``params.throughput_per_s`` the user gives; compared with the requested time limit."""
+"""The core's time plugin: how long a job will run (pre-flight) and how fast it really ran (collect).
+
+Pre-flight: a job with a model and GPUs gets the first-principles time model
+(:mod:`runjob_core.estimator.time_preflight`), or the rate an earlier run with the same model
+and settings achieved on this cluster. A job without a model keeps the older rule: its row
+count at the throughput of earlier runs with the same name, or ``params.throughput_per_s``.
+Either way the answer is an :class:`Estimate` whose ``data["time"]`` is the ``time`` object;
+it warns when the job needs resume segments and refuses (``fits=False``) when it needs them
+and cannot checkpoint and resume.
+
+Collect: the rate the job printed becomes a ``throughput`` artifact
+(:mod:`runjob_core.estimator.rates`), whatever the backend.
+"""
 
 from __future__ import annotations
 
 import pluggy
 
 from runjob_core.config import format_slurm_time, parse_duration
+from runjob_core.errors import RunjobError
 from runjob_core.models import Estimate
 
 hookimpl = pluggy.HookimplMarker("runjob")
@@ -37,8 +48,17 @@ def measured_throughput(store, name: str) -> tuple[float | None, int]:
     return (statistics.median(rates) if rates else None), len(rates)
 
 
-@hookimpl
+@hookimpl(trylast=True)  # after the memory estimate: the plan shows memory first, then time
 def runjob_estimate(job, cluster, context):
+    if (job.model.path or job.model.name) and job.resources.gpus > 0:
+        from runjob_core.estimator import time_gate
+
+        return time_gate.time_estimate(job, cluster, context, SOURCE)
+    return _rows_estimate(job, context)
+
+
+def _rows_estimate(job, context):
+    """A job without a model: rows at the rate of earlier runs of the same name, or the one given."""
     samples = _samples(job)
     if samples is None:
         return None
@@ -60,3 +80,25 @@ def runjob_estimate(job, cluster, context):
             suggestions = (f"ask for resources.time >= {result['walltime']}, or set resume.auto: true",)
     fits = False if result["exceeds_requested"] and not job.resume.auto else None
     return Estimate(source=SOURCE, summary=summary, fits=fits, suggestions=suggestions, data=result)
+
+
+@hookimpl
+def runjob_collect(job, submission, status, dest, context):
+    """The rate the job achieved, as a ``throughput`` artifact keyed like the memory record."""
+    if not ((job.model.path or job.model.name) and job.resources.gpus > 0):
+        return None
+    from runjob_core.estimator import rates
+
+    cluster = context.clusters.get(submission.cluster)
+    if cluster is None:
+        return None
+    try:
+        log = context.transport_for(submission).read_text(submission.log_path) or ""
+    except RunjobError:
+        log = ""
+    rows_per_s = None
+    for attempt in context.store.attempts(submission.job_id):
+        if attempt.n == submission.attempt and attempt.rows_done and attempt.started_at and attempt.ended_at:
+            rows_per_s = attempt.rows_done / max(1e-9, attempt.ended_at - attempt.started_at)
+    artifact = rates.throughput_artifact(job, cluster, submission, log, rows_per_s, SOURCE)
+    return [artifact] if artifact is not None else None

@@ -31,8 +31,8 @@ def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = (), events_on
     Plain click styling, not rich: this runs on the submit path, where every import counts.
     """
     def show(event) -> None:
-        if event.kind in quiet_kinds:
-            return
+        if event.kind in quiet_kinds or (event.data or {}).get("quiet"):
+            return  # quiet: the same plugin error was shown once already in this command
         if as_json:
             click.echo(json.dumps(event.to_json(), default=str), err=not events_on_stdout)
             return

@@ -21,9 +21,11 @@ def preflight(checks, as_json: bool) -> None:
 class LiveTable:
     """A live table of jobs on a terminal; nothing when output is not a terminal."""
 
-    def __init__(self, *, enabled: bool) -> None:
+    def __init__(self, *, enabled: bool, store=None) -> None:
         self.enabled = enabled
         self._live = None
+        #: The state store the eta column reads the running jobs' progress from (None: no column).
+        self.store = store
 
     def __enter__(self) -> LiveTable:
         if self.enabled:
@@ -44,7 +46,8 @@ class LiveTable:
         from rich.table import Table
 
         table = Table(show_edge=False)
-        for column in ("job", "id", "attempt", "state", "elapsed", "progress", "findings"):
+        etas = live_etas(self.store, result) if self.store is not None else {}
+        for column in ("job", "id", "attempt", "state", "elapsed", "progress", "eta", "findings"):
             table.add_column(column)
         for view in result.views.values():
             progress = "-"
@@ -53,9 +56,32 @@ class LiveTable:
             elif view.step is not None or view.rows_done is not None:
                 progress = f"step {view.step}" if view.step is not None else f"{view.rows_done} rows"
             state = view.state + (f" ({view.reason})" if view.reason else "")
+            eta = etas.get(view.job_id)
+            eta_text = "-"
+            if eta:
+                from runjob_core.estimator.time_job import hms
+
+                eta_text = hms(eta["remaining_seconds"]) + (" [yellow](over the time limit)[/]" if eta["warning"] else "")
             table.add_row(view.name, view.job_id, str(view.attempt), state,
-                          fmt_duration(view.started_at, view.ended_at), progress, ", ".join(view.findings) or "-")
+                          fmt_duration(view.started_at, view.ended_at), progress, eta_text, ", ".join(view.findings) or "-")
         self._live.update(table)
+
+
+def live_etas(store, result) -> dict:
+    """ETAs of the jobs in a monitor cycle that are running (the live table's eta column)."""
+    import time
+
+    running = [v for v in result.views.values() if v.started_at and not v.ended_at]
+    if not running:
+        return {}
+    from runjob_core.estimator.eta import eta_for
+
+    now, out = time.time(), {}
+    for view in running:
+        eta = eta_for(store, store.get_job(view.job_id), now, total_hint=view.total)
+        if eta:
+            out[view.job_id] = eta
+    return out
 
 
 def report(data: dict) -> None:

@@ -40,7 +40,7 @@ import click
 @click.option("--mem-fraction-static", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="SGLang mem_fraction_static (default 0.85).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8", "bf16", "fp16", "fp32"]), default="auto", show_default=True)
-@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw8bit", "paged_adamw", "paged_adamw8bit",
+@click.option("--optimizer", type=click.Choice(["adamw", "adamw_fused", "adamw_single", "adamw8bit", "paged_adamw", "paged_adamw8bit",
                                                 "adafactor", "sgd"]), default="adamw", show_default=True)
 @click.option("--pure-bf16", is_flag=True, default=False,
               help="Training without fp32 master weights (optimizer states in bf16 too).")
@@ -59,6 +59,17 @@ import click
               help="engine hf: prefill logits of the last position (transformers >= 4.45) or of all positions (older).")
 @click.option("--compile", "torch_compile", is_flag=True, default=False,
               help="Training with a torch.compile'd loss (torchtune compile: True): no fp32 copies of the logits.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Training: optimizer steps (work = steps x global batch x seq len).")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True, help="Training: micro-batches per step.")
+@click.option("--train-tokens", type=click.IntRange(min=1), default=None, help="Training: tokens to train on (instead of --steps).")
+@click.option("--framework", type=click.Choice(["hf", "trl", "axolotl", "llamafactory", "unsloth", "deepspeed", "fsdp",
+                                                "torchtitan", "megatron", "nemo"]), default="hf", show_default=True,
+              help="Training framework (its achieved fraction of peak is a stated prior).")
+@click.option("--fp8", is_flag=True, default=False, help="Training in FP8 (Transformer Engine) on GPUs that have it.")
+@click.option("--rows", type=click.IntRange(min=1), default=None, help="Inference: prompts to generate for.")
+@click.option("--input-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Inference: mean prompt tokens.")
+@click.option("--output-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Inference: mean generated tokens.")
+@click.option("--time-limit", default=None, metavar="D-HH:MM:SS", help="Time limit: how many resume segments the work needs.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
 def command(
     model: str,
@@ -90,12 +101,23 @@ def command(
     nf4_backend: str,
     hf_prompt_logits: str,
     torch_compile: bool,
+    steps: int | None,
+    grad_accum: int,
+    train_tokens: int | None,
+    framework: str,
+    fp8: bool,
+    rows: int | None,
+    input_tokens: int,
+    output_tokens: int,
+    time_limit: str | None,
     as_json: bool,
 ) -> None:
-    """Estimate peak GPU memory per GPU and whether the job fits.
+    """Estimate peak GPU memory per GPU and whether the job fits, and how long it runs.
 
     The verdict is data: the exit code is 0 whether it fits or not. An unknown model or GPU
-    is an error (exit 1).
+    is an error (exit 1). The time line (``time`` in --json) is the first-principles rate, or
+    the rate an earlier run with the same settings achieved here; with --steps/--train-tokens
+    (training) or --rows (inference) it adds the total, and with --time-limit the segments.
     """
     from runjob_core.estimator import estimate
 
@@ -131,11 +153,17 @@ def command(
         hf_prompt_logits=hf_prompt_logits,
         torch_compile=torch_compile,
     )
-    seen = _measured(est)
+    seen, rate = _measured(est)
+    from runjob_core.cli._estimate_time import time_for
+
+    time = time_for(est, model, kind=kind, steps=steps, grad_accum=grad_accum, train_tokens=train_tokens,
+                    framework=framework, fp8=fp8, rows=rows, input_tokens=input_tokens, output_tokens=output_tokens,
+                    time_limit=time_limit, measured=rate)
     if as_json:
         data = est.to_json()
         if seen:
             data["measured"] = seen
+        data["time"] = time
         click.echo(json.dumps(data, sort_keys=False))
         return
     _print_table(est)
@@ -143,20 +171,24 @@ def command(
         from runjob_core.estimator.measured import describe
 
         click.echo(describe(seen))
+    from runjob_core.estimator.time_job import line
+
+    click.echo("time: " + line(time, work_hint="give --steps, --train-tokens or --rows"))
 
 
 def _measured(est):  # noqa: ANN001, ANN202 - MemoryEstimate, imported lazily
-    """An earlier run of the same model and settings in this folder's state store, if any."""
+    """Memory and rate of an earlier run of the same model and settings in this folder's state store."""
     from runjob_core import store as store_mod
 
     path = store_mod.state_dir() / "state.db"
     if not path.is_file():
-        return None
+        return None, None
+    from runjob_core.estimator import rates
     from runjob_core.estimator.measured import lookup
 
     store = store_mod.Store(path)
     try:
-        return lookup(store, est)
+        return lookup(store, est), rates.lookup(store, est)
     finally:
         store.close()
 

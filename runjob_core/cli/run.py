@@ -32,7 +32,7 @@ def command(job_file: str, yes: bool, canary: bool, force: bool, new: bool, inte
         )
         row = launched.row
         info = context.backend_info(context.clusters[row.cluster].type)
-        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
+        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty(), store=context.store)
         with live:
             monitor.watch(context, [row.id], min_interval=min(interval, info.poll_interval),
                           max_interval=info.max_poll_interval, on_cycle=live.update)

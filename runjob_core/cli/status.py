@@ -26,14 +26,16 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
         if active and not no_refresh:
             monitor.cycle(context, active)
         rows = [store.get_job(r.id) for r in rows]
+        etas = _etas(store, rows)
         if as_json:
             print_json([
                 {"id": r.id, "name": r.name, "kind": r.kind, "cluster": r.cluster, "state": r.state, "outcome": r.outcome,
-                 "created_at": r.created_at,
+                 "created_at": r.created_at, "eta": etas.get(r.id),
                  "attempts": [a.__dict__ | {"submission_json": None, **attempt_cost(store, a)} for a in store.attempts(r.id)]}
                 for r in rows
             ])
             return
+        _print_etas(rows, etas, one=bool(job))
         if job:
             row = rows[0]
             click.echo(f"{row.name} ({row.id}, {row.kind}) on {row.cluster}: {row.state}" + (f" - {row.outcome}" if row.outcome else ""))
@@ -87,3 +89,31 @@ def _money(cost: dict) -> str:
         return "-"
     so_far = "" if cost.get("cost_final") else " so far"
     return f"${cost['usd']:.2f}{so_far} (${cost['usd_per_hour']:.2f}/h)" if cost.get("usd_per_hour") else f"${cost['usd']:.2f}"
+
+
+def _etas(store, rows) -> dict:
+    """The ETA of every running job, from its own progress (runjob_core.estimator.eta)."""
+    running = [r for r in rows if store.active_attempts([r.id])]
+    if not running:
+        return {}
+    import time
+
+    from runjob_core.estimator.eta import eta_for
+
+    now = time.time()
+    found = {r.id: eta_for(store, r, now) for r in running}
+    return {k: v for k, v in found.items() if v}
+
+
+def _print_etas(rows, etas: dict, *, one: bool) -> None:
+    """'eta: 1:05:00 left (...)' for each running job, and its time-limit warning."""
+    if not etas:
+        return
+    from runjob_core.estimator.eta import describe
+
+    for r in rows:
+        eta = etas.get(r.id)
+        if eta:
+            click.echo(f"eta{'' if one else f' of {r.name} ({r.id})'}: {describe(eta)}")
+            if eta["warning"]:
+                click.secho(f"warning: {'the job' if one else r.name} {eta['warning']}", fg="yellow")

@@ -38,7 +38,7 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
         job_ids = [j for j in job_ids if j not in unsubmitted]
         if not job_ids:
             sys.exit(1)
-        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty())
+        live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty(), store=context.store)
         with live:
             monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)
     finally:

@@ -14,6 +14,11 @@ Modules: ``memory`` (vLLM inference, training, suggestions), ``engines`` (hf, sg
 ``walltime``.
     estimate_walltime(samples, throughput_per_s, requested_seconds=None,
                       partition_limit_seconds=None) -> dict
+
+Time: ``timing`` (the first-principles rate), ``gpu_peaks`` (dense FLOP/s, HBM, links),
+``time_job`` (the work a spec states, the one-line text), ``time_preflight`` (the ``time``
+object), ``time_gate`` (segments, refusal, cost), ``rates`` (rates learned at collect),
+``eta`` (a running job's ETA).
 """
 
 from __future__ import annotations

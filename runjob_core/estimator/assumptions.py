@@ -74,6 +74,7 @@ def _training(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
     if kw["cpu_offload"]:
         lines.append("CPU offload: optimizer states, master weights and reduced gradients on the host"
                      + (", weights too (only the gathered layers on the GPU)" if stage >= 3 else ""))
+    lines.extend(_zero_buffers(kind, est, kw))
     if kind == "full_ft":
         precision = "pure 16-bit (no fp32 master copy)" if not kw["master_weights"] and kw["dtype"] != "fp32" else (
             "fp32" if kw["dtype"] == "fp32" else "mixed precision: 16-bit weights and gradients, fp32 master copy")
@@ -89,4 +90,20 @@ def _training(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
     lines.append(opt)
     lines.append(f"overheads: CUDA context {est.breakdown.get('cuda_context_gib', 0.5):.2f} GiB "
                  "+ 5% caching-allocator slack on top of torch's peak")
+    return lines
+
+
+def _zero_buffers(kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
+    """The ZeRO-0/1/2 terms of :mod:`runjob_core.estimator.zero_buffers`, when they apply."""
+    stage, lines = kw["zero_stage"], []
+    if est.breakdown.get("reduce_bucket_gib"):
+        lines.append(f"ZeRO-{stage} reduce bucket: {est.breakdown['reduce_bucket_gib']:.2f} GiB of 16-bit gradients "
+                     "allocated for backward (DeepSpeed reduce_bucket_size 5e8 elements, its default)")
+    master = kind == "full_ft" and kw["dtype"] != "fp32" and kw["master_weights"]
+    if master and stage <= 2 and not kw["cpu_offload"] and not kw["optimizer_in_bwd"]:
+        per = ("an fp32 copy of every gradient and their flat concatenation (FP16_Optimizer)" if stage == 0 else
+               "a flat 16-bit copy of the rank's gradient partition and its fp32 cast")
+        lines.append(f"optimizer step: the 16-bit gradients are cast to fp32 for the master copy first: {per}, "
+                     f"then the optimizer's own temporaries (DeepSpeed's code): "
+                     f"{est.breakdown['optimizer_step_temporaries_gib']:.2f} GiB at the step")
     return lines

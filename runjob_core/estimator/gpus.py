@@ -103,6 +103,13 @@ GPUS: tuple[GPUSpec, ...] = (
         ("3090", "rtx3090", "geforcertx3090", "309024gb"),
     ),
     GPUSpec(
+        "V100-32GB", 32, _gib(31.72),
+        "https://github.com/deepspeedai/DeepSpeed/blob/master/docs/assets/images/oom_dp8_1.5B_log.png",
+        "OOM message in DeepSpeed's ZeRO tutorial (V100-SXM3 32GB): 'GPU 1; 31.72 GiB total capacity' "
+        "(nvidia-smi 32480MiB)",
+        ("v10032gb", "v100sxm332gb", "v100sxm232gb", "v100pcie32gb"),  # not bare "v100": 16 GB cards exist
+    ),
+    GPUSpec(
         "T4", 16, _gib(14.75),
         "https://github.com/hpcaitech/Open-Sora/issues/697",
         "OOM message on a Colab T4: 'GPU 0 has a total capacity of 14.75 GiB' (nvidia-smi 15360MiB)",

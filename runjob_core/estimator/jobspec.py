@@ -15,7 +15,7 @@ concurrency / batch_size    sequences generated at once (inference)
 seq_len, micro_batch_size   training tokens per sequence and per-GPU micro-batch
 zero_stage, cpu_offload     ZeRO/FSDP sharding stage, ZeRO-Offload / FSDP CPU offload
 gradient_checkpointing      activation checkpointing (training)
-optimizer, pure_bf16        adamw|adamw8bit|paged_adamw8bit|adafactor|sgd; no fp32 master copy
+optimizer, pure_bf16        adamw|adamw_fused|adamw_single|adamw8bit|paged_adamw8bit|adafactor|sgd; no fp32 master copy
 lora_rank, lora_targets     LoRA rank and target modules (list or comma-separated)
 lora_dropout                LoRA dropout (default 0.05)
 gpu_memory_utilization      vLLM memory fraction (default 0.9)

@@ -73,8 +73,13 @@ ALLOCATOR_SLACK = 0.05
 #: arXiv:1804.04235) keeps factored row/column second-moment statistics, O(m+n) per m x n
 #: matrix and no first moment with the transformers defaults (beta1=None): ~0.03 byte per
 #: parameter for 4k-wide layers. ``sgd``: torch.optim.SGD without momentum keeps nothing.
+#: ``adamw_single``: torch.optim.AdamW(foreach=False), what torch < 2.0 ran by default: its
+#: ``_single_tensor_adamw`` steps one tensor at a time and holds two temporaries of that
+#: tensor at once (``exp_avg_sq.sqrt()`` and its quotient), so its temporaries scale with the
+#: largest tensor it is handed (training.single_tensor_step_bytes), not with the model.
 OPTIMIZERS = {
     "adamw": (8.0, 4.0, False),
+    "adamw_single": (8.0, 0.0, False),
     "adamw_fused": (8.0, 0.0, False),
     "adamw8bit": (2.0, 0.0, False),
     "paged_adamw": (8.0, 0.0, True),
@@ -307,7 +312,7 @@ def estimate(
     ``enforce_eager`` (no CUDA graphs); LoRA ``lora_rank``, ``lora_targets`` (default every
     linear projection, in the architecture's own module names), ``lora_dropout``,
     ``lora_dtype`` (fp32 as PEFT autocasts adapters, or bf16 as the QLoRA repository);
-    ``optimizer`` (adamw, adamw_fused, adamw8bit, paged_adamw, paged_adamw8bit, adafactor,
+    ``optimizer`` (adamw, adamw_fused, adamw_single, adamw8bit, paged_adamw, paged_adamw8bit, adafactor,
     sgd; transformers' spellings such as adamw_8bit are accepted); ``flash_attention`` (False adds the s*s attention
     matrices of eager attention); ``engine`` for inference (vllm, hf, sglang) and SGLang's
     ``mem_fraction_static``; ``cpu_offload`` (ZeRO-Offload / FSDP CPU offload: optimizer

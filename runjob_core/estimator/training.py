@@ -34,6 +34,7 @@ from runjob_core.estimator.memory import (
     _settings,
     nf4_weight_bytes,
 )
+from runjob_core.estimator.zero_buffers import master_step_bytes, reduce_bucket_bytes
 
 
 
@@ -72,6 +73,15 @@ def _largest_param(a: Arch, counts: dict[str, int]) -> float:
     """Parameters of the largest single tensor: the embedding, the LM head or an MLP matrix."""
     mlp = max(a.intermediate, a.moe_intermediate * max(1, a.experts_per_token)) * a.hidden
     return float(max(counts["embedding"], counts["lm_head"], mlp))
+
+
+#: ``_single_tensor_adamw``'s two fp32 temporaries per element of the tensor it steps.
+SINGLE_TENSOR_TEMP_B = 8.0
+
+
+def single_tensor_step_bytes(a: Arch, counts: dict[str, int], n: int, stage: int) -> float:
+    """Temporaries of ``adamw_single`` stepping an unflattened model: the largest tensor's."""
+    return SINGLE_TENSOR_TEMP_B * _largest_param(a, counts) / (n if stage >= 3 else 1)
 
 
 def _layer_params(a: Arch, counts: dict[str, int]) -> float:
@@ -130,6 +140,15 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             # and frees its gradient, so only the largest parameter's gradient is ever whole
             grads = min(grads, _largest_param(a, counts) * g_b / (n if stage >= 2 else 1))
             step_temp = 0.0
+        elif not pure and dtype != "fp32" and stage <= 2 and not kw["cpu_offload"]:
+            # an fp32 master copy is stepped with an fp32 gradient the step builds from the
+            # 16-bit ones (DeepSpeed FP16_Optimizer / ZeRO-1/2; see zero_buffers). DeepSpeed
+            # hands the optimizer one flat tensor per group, so a single-tensor AdamW's
+            # temporaries cover the rank's whole partition.
+            single_b = SINGLE_TENSOR_TEMP_B if optim == "adamw_single" else temp_b
+            step_temp = master_step_bytes(psi, n, stage, single_b)
+        elif optim == "adamw_single":
+            step_temp = single_tensor_step_bytes(a, counts, n, stage) * (0.5 if pure else 1.0)
     else:
         targets = kw["lora_targets"] or default_lora_targets(a)
         kw["lora_targets"] = tuple(targets)
@@ -184,6 +203,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     logits = logits_bytes(tokens, a.vocab, act_b, kw["loss"], bool(kw["torch_compile"]))
     final = tokens * a.hidden * (4 + act_b)  # final RMSNorm: fp32 input + LM-head input
     activations = layers_act + logits + final
+    bucket = 0.0 if offload else reduce_bucket_bytes(stage, act_b)
     gather = 0.0
     if stage >= 3 and (n > 1 or offload):
         # ZeRO-3/FSDP all-gathers a layer's weights (and prefetches the next one)
@@ -207,7 +227,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             offloaded += weights
             weights = 0.0
     states = weights + grads + opt
-    torch_peak = states + max(activations, step_temp) + gather
+    torch_peak = states + max(activations + bucket, step_temp) + gather
     overhead = CUDA_CONTEXT_GIB * GIB + ALLOCATOR_SLACK * torch_peak
     total = torch_peak + overhead
     vram = g.total_bytes
@@ -257,6 +277,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             "activation_bytes_per_token_layer": per_layer,
             "optimizer_step_temporaries_gib": _gib(step_temp),
             "zero3_gather_gib": _gib(gather),
+            "reduce_bucket_gib": _gib(bucket),
             "cuda_context_gib": CUDA_CONTEXT_GIB,
             "lora_params": lora_params,
             "tokens_per_gpu": tokens,

@@ -73,6 +73,8 @@ class Builder:
             report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
             summaries.append(_summary(row, report, metrics))
             self._job_page(row, report, events, metrics)
+        # Running jobs: when they will be done, at their own rate (new dicts: a summary may be kept between builds).
+        summaries = [summary | {"eta": _eta(self.store, row, now)} for row, summary in zip(jobs, summaries)]
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
@@ -250,6 +252,22 @@ def _summary(row, report: dict[str, Any], metrics: list[tuple]) -> dict[str, Any
             "go": report.get("go_no_go", {}).get("go"), "curve": _curve(row, metrics)}
 
 
+def _eta(store, row, now: float) -> dict[str, Any] | None:
+    """A running job's ETA at the rate it really achieves (runjob_core.estimator.eta)."""
+    if row.outcome or not store.active_attempts([row.id]):  # a finished job: no query
+        return None
+    from runjob_core.estimator.eta import eta_for
+
+    return eta_for(store, row, now)
+
+
+def _eta_html(eta: dict[str, Any] | None) -> str:
+    if not eta:
+        return ""
+    warn = f' class="eta-warning" title="{esc(eta["warning"])}"' if eta["warning"] else ""
+    return f'<br><small{warn}>ETA {esc(hms(eta["remaining_seconds"]))} left{" (over the time limit)" if warn else ""}</small>'
+
+
 def _curve(row, metrics: list[tuple]) -> tuple[str, str] | None:
     name = _main_series(metrics)
     if name is None:
@@ -260,10 +278,11 @@ def _curve(row, metrics: list[tuple]) -> tuple[str, str] | None:
     return name, svg.sparkline(f"{row.name}: {name}", points)
 
 
-def _num_cell(value: float | None, text: str | None = None) -> str:
+def _num_cell(value: float | None, text: str | None = None, extra: str = "") -> str:
+    """A sortable number cell; *extra* is HTML already escaped (the ETA under the elapsed time)."""
     if value is None:
-        return '<td data-sort="">-</td>'
-    return f'<td data-sort="{value}">{esc(text if text is not None else value)}</td>'
+        return f'<td data-sort="">-{extra}</td>'
+    return f'<td data-sort="{value}">{esc(text if text is not None else value)}{extra}</td>'
 
 
 def _index_row(s: dict[str, Any]) -> str:
@@ -276,7 +295,8 @@ def _index_row(s: dict[str, Any]) -> str:
     return (f'<tr data-job="{esc(s["id"])}"><td data-sort="{esc(s["name"])}"><a href="{page_name(s["id"])}">'
             f'{esc(s["name"])}</a>{badge}<br><small>{esc(s["id"])}</small></td><td>{esc(s["cluster"])}</td>'
             f'<td class="state state-{esc(s["state"])}" title="{esc(s["outcome"] or "")}">{esc(s["state"])}</td>'
-            + _num_cell(s["attempts"]) + _num_cell(s["elapsed"], hms(s["elapsed"]) if s["elapsed"] is not None else None)
+            + _num_cell(s["attempts"])
+            + _num_cell(s["elapsed"], hms(s["elapsed"]) if s["elapsed"] is not None else None, extra=_eta_html(s.get("eta")))
             + _num_cell(s["gpu_hours"], f'{s["gpu_hours"]:.2f}')
             + _num_cell(s["cost"], f'{s["cost"]:.2f}' if s["cost"] is not None else None)
             + _num_cell(s["rows"]) + _num_cell(s["score"], f'{s["score"]:.4g}' if s["score"] is not None else None)

@@ -17,7 +17,7 @@ from typing import Any
 from runjob_core import _results_folder
 from runjob_core.reporting import results as results_mod
 
-ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED")
+ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "CANCELLING")
 #: Events that are anomalies by themselves.
 _BAD_EVENTS = ("resume_refused", "rejected", "submit_failed", "collect_failed", "resume_failed", "dashboard_failed")
 #: Metric series taken as the job's own peak-memory report (GiB unless named ``*_mb``).
@@ -232,6 +232,21 @@ def _anomaly(label: str, severity: str, message: str, source: str, count: int = 
     return {"label": label, "severity": severity, "message": message, "count": count, "source": source, "kind": kind}
 
 
+def _plugin_error_anomalies(events) -> list[dict[str, Any]]:
+    """A plugin that broke while following the job, once per plugin and hook: a health checker
+    that crashed means its checks are incomplete, whatever else the report says."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for event in events:
+        if event.kind in ("plugin_error", "backend_broken", "cancel_unconfirmed", "forgotten"):
+            hook = event.data.get("hook") or event.kind
+            label = "checks incomplete" if hook in ("runjob_check_health", "runjob_scan_log") else event.kind
+            severity = "warning" if event.kind == "plugin_error" else "error"
+            entry = seen.setdefault((event.source, f"{event.kind}:{hook}"),
+                                    _anomaly(label, severity, event.message, event.source, 0, "plugins"))
+            entry["count"] += 1
+    return list(seen.values())
+
+
 def _anomalies(events, artifacts, summary, attempts) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for event in events:
@@ -250,6 +265,7 @@ def _anomalies(events, artifacts, summary, attempts) -> list[dict[str, Any]]:
     for event in events:
         if event.kind in _BAD_EVENTS:
             out.append(_anomaly(event.kind, "error", event.message, event.source, 1, "lifecycle"))
+    out.extend(_plugin_error_anomalies(events))
     out.extend(_result_anomalies(summary))
     for attempt in attempts[:-1]:
         out.append(_anomaly("attempt", "info", f"attempt {attempt['n']} ended {attempt['cause']}"

@@ -66,7 +66,7 @@ def test_unknown_model_is_a_runjob_error():
 
 
 def test_unknown_gpu_is_a_runjob_error():
-    r = _run("--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "V100")
+    r = _run("--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "P100")  # a Pascal card is not in the table
     assert r.exit_code == 1 and isinstance(r.exception, RunjobError)
     assert "unknown GPU" in str(r.exception)
 

@@ -214,7 +214,8 @@ def test_anchor_contract_holds_on_every_fixture_record(engine):
     rxs = [re.compile(b"|".join(b"(?:" + p + b")" for p in pats)) for pats in P.LABEL_PATTERNS.values()]
     state = [re.compile(P.TB_HEADER), re.compile(P.TB_FRAME), re.compile(P.KILLED), re.compile(P.FINISH_REASON),
              re.compile(P.TOKEN_COUNT), re.compile(P.CLIPPED_RATIO), re.compile(P.TERMINATED_LENGTH),
-             re.compile(P.CONTEXT_TRUNCATION)]
+             re.compile(P.CONTEXT_TRUNCATION), re.compile(P.TOKENIZER_OVERLENGTH)]
+    assert set(P.STATE_PATTERNS) | {P.TOKEN_COUNT} == {rx.pattern for rx in state}
     s = LogScanner(max_tokens=10, engine=engine)
     checked = 0
     extra = [ln.encode() for ln, _ in POSITIVE]
@@ -641,7 +642,8 @@ def test_truncation_from_trainer_metrics():
     row = "{'loss': 0.0, 'completions/clipped_ratio': %s, 'completions/mean_terminated_length': %s, 'epoch': %d}\n"
     hits = run("".join(row % ("1.0", "0.0", i) for i in range(3)))
     assert [h.label for h in hits] == ["truncation"]
-    assert hits[0].message.startswith("Trainer completions were clipped at max_completion_length (all 3 logged steps")
+    assert hits[0].message.startswith("Trainer completions were clipped at the response length limit (all 3 logged steps")
+    assert (hits[0].severity, hits[0].action) == ("warning", "stop")
     assert "raise max_completion_length" in hits[0].message
     assert labels(run(row % ("0.75", "0.0", 0))) == {"truncation"}       # nothing terminated
     assert labels(run(row % ("1", "512.0", 0))) == {"truncation"}         # everything clipped
@@ -657,7 +659,8 @@ def test_truncation_harness_context_notices():
                  "length was 1364, truncating to last 1024 tokens. Some content will be lost."):
         hits = run(line + "\n")
         assert [(h.label, h.severity) for h in hits] == [("truncation", "warning")]
-        assert hits[0].message.startswith("The eval harness truncated prompts to fit the context window at line 1:")
+        assert hits[0].message.startswith("The eval harness truncated prompts to fit the context window at line 1 "
+                                          "(evidence: the eval harness said it cut the context):")
         assert "max_model_len" in hits[0].message and "raise max_tokens" not in hits[0].message
     # repeated notices of one run: one finding; and they do not explain away a later crash
     log = ("Truncating context to 0 tokens.\n" * 30 + TB)

@@ -1,16 +1,21 @@
 """The scanner's prefilter engines: Hyperscan when it is installed, else ``bytes.find`` passes.
 
-Both answer the same question for a buffer region: where are the records that contain an
-anchor occurrence passing its guard (see :mod:`runjob_health._patterns`)?  The Python
-engine (:class:`BytesFind`) returns anchor *start* positions; Hyperscan returns the
-last byte of each match.  Either position lies inside the same record (anchors hold no line
-terminator; a guard byte that is a terminator ends that very record), so the scanner
-inspects the same records and the findings are identical; ``tests/test_health_engines.py``
-runs both over every fixture.
+Both answer one question for a buffer region: which records are worth inspecting in Python?
+
+* Hyperscan (:func:`family_candidates`) runs every family pattern and the idle-state patterns
+  (traceback start, ``Killed``, completion rows...) in one pass and reports, per match, the
+  last byte and the family id.  The scanner then runs only the matched families' labels on
+  that record: a near-miss line (``error`` in a metric name) never reaches Python.
+* The fallback (:class:`BytesFind`) finds the literal anchors of :mod:`runjob_health._patterns`
+  and returns their *start* positions; the scanner then checks every label whose anchor is in
+  the record.
+
+Both find every record that a check reacts to, and Python decides with the same regexes, so
+the findings are identical; ``tests/test_health_engines.py`` runs both over every fixture.
 
 Choice: ``RUNJOB_HEALTH_ENGINE=auto`` (default: Hyperscan if importable), ``hyperscan`` or
-``python``.  Hyperscan matches all ~80 anchors in one pass at several GB/s, straight from a
-memory-mapped file (no copy), which is why ``scan_file`` maps the file on this engine.
+``python``.  Hyperscan scans straight from a memory-mapped file (no copy), which is why
+``scan_file`` maps the file on this engine.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import os
 import re
 import threading
 import time
+import zlib
+from pathlib import Path
 
 from . import _patterns as P
 
@@ -26,7 +33,7 @@ ENV = "RUNJOB_HEALTH_ENGINE"
 ENGINES = ("hyperscan", "python")
 
 _hs = None            # the hyperscan module once imported, False when it is not installed
-_DATABASES: dict = {}  # anchors -> compiled hyperscan database (compiling costs ~10 ms)
+_DATABASES: dict = {}  # ("families", with token counts) -> compiled hyperscan database
 _LOCK = threading.Lock()
 
 
@@ -56,39 +63,121 @@ def resolve(engine: str | None = None) -> str:
     return "hyperscan"
 
 
-def _expression(anchor: bytes) -> bytes:
-    expr = re.escape(anchor)
-    if anchor in P.GUARDED:
-        # the guard of the Python engine: next byte is no word byte, or "inity", or the region ends
-        expr += rb"(?:[^A-Za-z0-9_]|" + re.escape(P.GUARD_ALLOWED_SUFFIX) + rb"|$)"
-    return expr
+_BOUNDED = re.compile(rb"\{(\d+),(\d+)\}\??")
 
 
-def database(anchors: tuple[bytes, ...]):
+def _record_expression(pattern: bytes) -> bytes:
+    """A record regex as a Hyperscan expression over the whole buffer: ``^``/``$`` mean a
+    record's edges, which are ``\\n`` (multiline mode) or ``\\r``."""
+    out = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i:i + 1]
+        if c == b"\\":
+            # word boundaries are dropped: the prefilter only needs to match at least as much,
+            # and Hyperscan 5.4 misses some matches of a \\b before an alternation (seen on
+            # "job preempted" after a line with an "@"; the fixture tests compare engines)
+            if pattern[i + 1:i + 2] != b"b" or in_class:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == b"]":
+                in_class = False
+        elif c == b"[":
+            in_class = True
+            out.append(c)
+            i += 1
+            # a "]" right after "[" or "[^" is a literal member
+            if pattern[i:i + 1] == b"^":
+                out.append(b"^")
+                i += 1
+            if pattern[i:i + 1] == b"]":
+                out.append(b"]")
+                i += 1
+            continue
+        elif c == b"{":
+            # a bounded repeat {m,n}: Hyperscan builds a state per step (compiling .{0,200} costs
+            # ~100 ms); * or + matches at least as much, which is all a prefilter needs
+            m = _BOUNDED.match(pattern, i)
+            if m is not None:
+                out.append(b"*" if int(m.group(1)) == 0 else b"+")
+                i = m.end()
+                continue
+        elif c == b"^":
+            c = b"(?:^|\r)"
+        elif c == b"$":
+            c = b"(?:$|\r)"
+        out.append(c)
+        i += 1
+    return b"".join(out)
+
+
+def family_expressions(with_tokens: bool) -> tuple[list[bytes], list[int]]:
+    """Every family pattern with its family's id (the index in ``FAMILIES``), then the patterns of
+    the records that change scanner state while it is idle (ids after the families).  One
+    expression per pattern, not one alternation per family: Hyperscan compiles the separate
+    expressions about four times faster."""
+    exprs = [(P.FAMILY_PREFILTER.get(p, p), i) for i, f in enumerate(P.FAMILIES) for p in f.patterns]
+    state = list(P.STATE_PATTERNS) + ([P.TOKEN_COUNT] if with_tokens else [])
+    exprs += [(p, len(P.FAMILIES) + k) for k, p in enumerate(state)]
+    return [_record_expression(p) for p, _ in exprs], [i for _, i in exprs]
+
+
+def family_database(with_tokens: bool):
+    """Compiled in prefilter mode: lookarounds Hyperscan cannot run become approximations that
+    match at least as much, so every record a family's Python regex matches is reported.
+
+    Compiling the ~140 expressions takes ~0.2 s, more than scanning 256 MiB, so the compiled
+    database is kept in ``$XDG_CACHE_HOME/runjob`` (``~/.cache``), keyed by a hash of the
+    expressions and the Hyperscan version, like a .pyc; a read-only or damaged cache only
+    means compiling again."""
+    key = ("families", with_tokens)
     with _LOCK:
-        db = _DATABASES.get(anchors)
+        db = _DATABASES.get(key)
         if db is None:
-            hs = hyperscan_module()
-            exprs = [_expression(a) for a in anchors]
-            db = hs.Database(mode=hs.HS_MODE_BLOCK)
-            db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-                       flags=[0] * len(exprs))
-            _DATABASES[anchors] = db
+            db = _DATABASES[key] = _cached_or_compiled(*family_expressions(with_tokens))
         return db
 
 
-def hyperscan_candidates(buf, lo: int, hi: int, anchors: tuple[bytes, ...]) -> list[int]:
-    """Sorted positions (last byte of each anchor match) in buf[lo:hi]; GIL released while scanning."""
-    out: list[int] = []
-    add = out.append
+def _cached_or_compiled(exprs: list[bytes], ids: list[int]):
+    hs = hyperscan_module()
+    flags = [hs.HS_FLAG_PREFILTER | hs.HS_FLAG_MULTILINE] * len(exprs)
+    key = repr((hs.__version__, exprs, ids, flags, os.uname().machine)).encode()
+    digest = f"{zlib.crc32(key):08x}{zlib.adler32(key):08x}"   # hashlib's import costs more than this
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"health-{digest}.hsdb"
+    try:
+        db = hs.loadb(cache.read_bytes(), hs.HS_MODE_BLOCK)
+        db.scratch = hs.Scratch(db)
+        return db
+    except (OSError, hs.error):
+        pass  # first run, a newer Hyperscan or a damaged file: compile and write it again
+    db = hs.Database(mode=hs.HS_MODE_BLOCK)
+    db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=flags)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        tmp.write_bytes(hs.dumpb(db))
+        tmp.replace(cache)
+    except OSError:
+        pass  # a read-only home: compile again next time
+    return db
 
-    def on_match(_id, _start, end, _flags, _ctx):
-        add(lo + end - 1)
+
+def family_candidates(buf, lo: int, hi: int, with_tokens: bool) -> tuple[list[int], list[int]]:
+    """Positions (last byte of each match, sorted) in buf[lo:hi] and the expression id of each.
+    Only records that matched a family or a state pattern come back: near-miss lines (a metric
+    named *_error, "nan" inside a word) cost nothing in Python.  GIL released while scanning."""
+    packed: list[int] = []
+    add = packed.append
+
+    def on_match(expr_id, _start, end, _flags, _ctx):
+        add(((lo + end - 1) << 8) | expr_id)
 
     with memoryview(buf) as view, view[lo:hi] as region:   # released at once: a mapped file can close
-        database(anchors).scan(region, match_event_handler=on_match)
-    out.sort()
-    return out
+        family_database(with_tokens).scan(region, match_event_handler=on_match)
+    packed.sort()
+    return [v >> 8 for v in packed], [v & 0xFF for v in packed]
 
 
 PLAN_MIN_BYTES = 256 << 10  # regions at least this big get a rare-byte search plan

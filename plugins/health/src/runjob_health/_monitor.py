@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import time
 
+import attrs
+
 from runjob_core.errors import RunjobError
 from runjob_core.models import RUNNING, Finding
 from runjob_health import _scan
@@ -34,6 +36,7 @@ class _Watch:
         self.last_change = self.started
         self.last_progress: tuple | None = None
         self.reported: set[str] = set()
+        self.reasons_seen: set[str] = set()
         self.finished = False
 
 
@@ -66,10 +69,28 @@ def check(job, submission, status, window: str, progress, context) -> list[Findi
         hits += watch.scanner.finish()
         seen = {h.label for h in hits}
         hits += [h for h in _scan.findings_for_state(status.state, status.exit_code) if h.label not in seen]
-    findings = [_finding(h) for h in hits]
+    findings = [_finding(h) for h in hits] + _scheduler_reason(watch, status)
     if status.state == RUNNING:
         findings += _stalled(watch, now) + _checkpoint_late(watch, progress, now) + _disk_low(watch, submission, context, now)
     return findings
+
+
+def _scheduler_reason(watch: _Watch, status) -> list[Finding]:
+    """The scheduler's own words for a live job (squeue's reason: a launch that failed and
+    left the job held, a node that went down under it) never reach the job's log, so they go
+    through the same rules, written as squeue prints them, once per distinct reason. They
+    are reported, not acted on (action ``warn``): SLURM itself requeues a job whose node
+    went down, and the job's end state, judged by ``findings_for_state``, decides what runjob
+    does; a held job stays visible with the reason and the fix in the finding."""
+    reason = (status.reason or "").strip()
+    if status.terminal or not reason or reason in watch.reasons_seen:
+        return []
+    watch.reasons_seen.add(reason)
+    scanner = _scan.LogScanner()
+    hits = scanner.feed(f"({reason})\n".encode()) + scanner.finish()
+    return [attrs.evolve(_finding(hit), message=f"{hit.message} (the scheduler's reason for the job: {reason}; "
+                         "a held job stays queued until released: scontrol release JOBID, or runjob cancel)",
+                         line=None, action="warn", severity="warning") for hit in hits]
 
 
 def _once(watch: _Watch, label: str) -> bool:

@@ -5,22 +5,29 @@ Everything here works on *records*: the bytes between two line terminators
 
 Speed contract
 --------------
-``_scan.LogScanner`` does not run these regexes on every record.  It first
-looks for the literal byte strings in :data:`ANCHORS` (fast ``bytes.find`` /
-``memchr`` passes over big chunks) and only inspects records that contain one.
-That is only correct if **every match of every label pattern, and every
-record that changes scanner state while it is idle (traceback start, a
-``Killed`` line, a completion row for the truncation check), contains at least
-one anchor occurrence that passes its guard**.  When you add a pattern, make
-sure its matched text contains one of the anchors below (case-sensitive!), or
-add an anchor.  ``tests/test_health_scan.py`` checks this on every fixture and
-on a list of example strings, and compares the fast scanner with a per-record
-reference scanner.
+``_scan.LogScanner`` does not run these regexes on every record.  It first finds the
+records worth inspecting and only runs the regexes there:
+
+* with Hyperscan, records where a family pattern (:mod:`runjob_health._families`) or one
+  of :data:`STATE_PATTERNS` matched (prefilter mode: a superset); the scanner then runs
+  only the labels of the families that matched;
+* with the ``bytes.find`` fallback, records holding one of the literal :data:`ANCHORS`.
+  That is only correct if **every match of every label pattern, and every record that
+  changes scanner state while it is idle (traceback start, a ``Killed`` line, a completion
+  row for the truncation check), contains at least one anchor occurrence that passes its
+  guard**.  When you add a pattern, make sure its matched text contains one of the anchors
+  below (case-sensitive!), or add an anchor; when you add a state pattern, add it to
+  :data:`STATE_PATTERNS` too.
+
+``tests/test_health_scan.py`` checks both on every fixture and on a list of example
+strings, and compares the fast scanner with a per-record reference scanner.
 """
 
 from __future__ import annotations
 
 import re
+
+from . import _families
 
 # --------------------------------------------------------------------------
 # vocabulary: label -> (severity, action, title, advice)
@@ -94,186 +101,50 @@ LABELS: dict[str, tuple[str, str, str, str]] = {
     ),
 }
 
-# truncation has three kinds of evidence; each gets a title and advice that fit it
-TRUNCATION_KINDS: dict[str, tuple[str, str]] = {
+# labels whose findings come in kinds, each with its own title and advice (and, where the
+# evidence is weaker than the label's usual evidence, its own severity and action)
+KINDS: dict[str, tuple] = {
     "rows": LABELS["truncation"][2:],
     "trainer": (
-        "Trainer completions were clipped at max_completion_length",
-        "raise max_completion_length (max_new_tokens) so completions can end on their own; with "
-        "every completion clipped the rewards carry no signal. runjob will not change it for you",
+        "Trainer completions were clipped at the response length limit",
+        "raise max_completion_length / max_response_length (max_new_tokens) so completions can end on "
+        "their own; clipped completions carry a truncated reward signal. runjob will not change it for you",
+    ),
+    # half or more of the completions clipped in a quarter of the logged steps, never all of
+    # them: the run still learns from the rest, so a note, not a stop
+    "trainer_share": (
+        "Many trainer completions were clipped at the response length limit",
+        "the clipped completions end before their answer and get a truncated reward; consider a longer "
+        "max_completion_length / max_response_length. runjob will not change it for you",
+        "warning", "warn",
     ),
     "context": (
         "The eval harness truncated prompts to fit the context window",
         "raise the model's max length (max_model_len / max_length), or lower max_new_tokens or the "
         "few-shot count; runjob will not change any of these for you",
     ),
+    # transformers warns once per tokenizer; the harness then cuts the prompt (lm-eval keeps
+    # the last max_length tokens) or the model indexes past its positions.  A training run
+    # that tokenizes whole documents and chunks them afterwards prints it harmlessly: a note
+    "tokenizer": (
+        "A tokenized input is longer than the model's maximum length",
+        "in an eval the prompt gets cut (or the model fails on it): raise max_length / max_model_len or "
+        "shorten the prompt; a training run that chunks texts after tokenizing can ignore this",
+        "warning", "warn",
+    ),
+    "step": (
+        "srun could not start a job step inside the allocation",
+        "make the step's request fit the allocation (tasks, CPUs per task, memory, GPUs; an inherited "
+        "SLURM_MEM_PER_CPU / SLURM_MEM_PER_NODE from the batch environment is a common cause) and resubmit",
+    ),
 }
 
 SPECIFIC_LABELS = tuple(k for k in LABELS if k not in ("traceback", "truncation"))
 
-# --------------------------------------------------------------------------
-# label patterns (bytes, case-sensitive unless written otherwise)
-# --------------------------------------------------------------------------
-
-_NANV = rb"[-+]?(?:nan|NaN|NAN|inf|Inf|Infinity|infinity)(?![\w.])"
-# the key starts at "loss"/"grad": a leading "actor/pg_", "train_", "[" etc. does not
-# change whether there is a match, and a leading greedy class would make the
-# search quadratic on long lines
-_LOSS_KEY = rb"(?:(?:loss|Loss|LOSS)[A-Za-z0-9_/.\]-]*|(?:grad[_ ]?norm|gradnorm)[A-Za-z0-9_/.-]*)"
-_SEP = rb"['\"\]]?(?:\s*[:=]\s*|\s+)['\"]?(?:tensor\()?"
-
-LABEL_PATTERNS: dict[str, list[bytes]] = {
-    "cuda_oom": [
-        rb"(?:CUDA|HIP) out of memory",
-        rb"MPS backend out of memory",
-        rb"CUDA error: out of memory",
-        rb"cuda runtime error \(2\) : out of memory",
-        rb"THCudaCheck FAIL.{0,200}out of memory",
-        rb"torch\.(?:cuda\.)?OutOfMemoryError",
-        rb"OutOfMemoryError: CUDA",
-        rb"CUBLAS_STATUS_ALLOC_FAILED",
-        rb"CUDNN_STATUS_ALLOC_FAILED",
-        rb"CUDA_ERROR_OUT_OF_MEMORY",
-        rb"cudaErrorMemoryAllocation",
-        rb"No available memory for the cache blocks",
-        rb"larger than the maximum number of tokens that can be stored in KV cache",
-        rb"KV cache is needed, which is larger than the available KV cache memory",
-        rb"RESOURCE_EXHAUSTED: Out of memory",
-    ],
-    "host_oom": [
-        rb"Detected \d+ oom[-_ ]?kill event",
-        rb"\bOOM Killed\b",
-        rb"\bOOMKilled\b",
-        rb"task \d+: Out Of Memory",
-        rb"\bOut Of Memory\b",
-        rb"\bexceeded memory limit\b",
-        rb"\bExceeded (?:job|step) memory limit(?! at some point)",
-        rb"Out of memory: Kill(?:ed)? process",
-        rb"Memory cgroup out of memory",
-        rb"is killed by signal: Killed",
-        rb"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
-        rb"(?<![A-Za-z])MemoryError\b",
-        # torchrun / elastic: a worker killed by the kernel (ChildFailedError summary)
-        rb"\bexitcode\s*:\s*-9\b",
-        rb"Signal 9 \(SIGKILL\) received by PID",
-        # "Killed" glued to a tqdm bar (loading checkpoint shards into host RAM)
-        rb"\d+/\d+ \[[^\]]{0,80}\]\s?Killed\b",
-    ],
-    "nan_loss": [
-        _LOSS_KEY + _SEP + _NANV,
-        rb"\b[Ll]oss (?:is|became|becomes|went to) [-+]?(?:nan|NaN|inf|Inf)\b",
-        rb"returned nan values",
-        rb"found NaN in",
-        rb"Current loss scale already at minimum",
-    ],
-    "time_limit": [
-        rb"DUE TO TIME LIMIT",
-        rb"PBS: job killed: walltime \d+ exceeded limit",
-        rb"TERM_RUNLIMIT",
-    ],
-    "preempted": [
-        rb"DUE TO PREEMPTION",
-        rb"TERM_PREEMPT",
-        rb"[Ss]pot (?:[Ii]nstance )?[Ii]nterruption",
-        rb"[Ii]nstance is going to be interrupted",
-        rb"\b(?:[Cc]luster|[Ii]nstance|[Jj]ob|[Nn]ode|VM|[Pp]od|[Ww]orker|[Tt]ask) (?:is |was |has been |got )?preempted\b",
-        rb"\bPreempted\b",
-        # cloud notices and the metadata-server lines that announce them
-        rb"[Tt]ermination is imminent",
-        rb"\bcompute\.instances\.preempted\b",
-        rb"instance/preempted\b.{0,60}\bTRUE\b",
-        rb"\b(?:[Pp]reemption|[Tt]ermination|[Ii]nterruption) notice (?:received|detected)",
-        rb"(?:[Rr]eceived|[Dd]etected|[Gg]ot) (?:a |an |the )?(?:spot |preemption |termination |interruption )+notice",
-        rb"spot/(?:instance-action|termination-time)\b.{0,80}(?:terminate|stop|hibernate|\d{4}-\d\d-\d\dT)",
-        rb"\"action\\?\"\s*:\s*\\?\"(?:terminate|stop|hibernate)\\?\"\s*,\s*\\?\"time\\?\"",
-        rb"\"EventType\"\s*:\s*\"Preempt\"",
-        # Kubernetes eviction (node pressure) and graceful node shutdown of a spot node
-        rb"The node was low on resource: \[?\w",
-        rb"The node had condition: \[\w*Pressure\]",
-        rb"^\s*Reason:\s+Evicted\b",
-        rb"\s\d+/\d+\s+Evicted\s+\d",
-        rb"Pod was terminated in response to imminent node shutdown",
-    ],
-    "node_fail": [
-        rb"DUE TO NODE FAILURE",
-        rb"\bNODE_FAIL\b",
-        rb"\b[Nn]ode [Ff]ailure\b",
-        rb"NVRM: Xid",
-        rb"\bXid \(PCI:",
-        rb"[Uu]ncorrectable ECC",
-        rb"ECC_UNCORRECTABLE",
-        rb"cudaErrorECCUncorrectable",
-        rb"fallen off the bus",
-        rb"GPU is lost",
-        # node loss in distributed runtimes (Ray lists OOM and preemption as *possible* causes)
-        rb"has been marked (?:as )?dead because the (?:detector|monitor) has missed too many heartbeats",
-        rb"mistakenly been marked (?:as )?dead",
-        rb"\b(?:RayActorError|ActorDiedError)\b",
-        rb"The actor died unexpectedly before finishing this task",
-        rb"The actor is dead because its worker process has died",
-        rb"A worker died or was killed while executing (?:a |the )?task",
-        rb"Task failed because the node it was running on is dead",
-        # NCCL watchdog: a collective timed out on *another* (named) rank
-        rb"Received a dump signal due to a collective timeout from\s+rank \d+",
-    ],
-    "nccl_error": [
-        rb"Watchdog caught collective operation timeout",
-        rb"NCCL [Ee]rror",
-        rb"\bnccl(?:Internal|System|UnhandledCuda|InvalidUsage|InvalidArgument|Remote)Error\b",
-        rb"\[E[\d :.]{0,40}ProcessGroupNCCL",
-        rb"DistBackendError",
-        rb"Some NCCL operations have failed or timed out",
-        rb"NCCL communicator was aborted",
-        rb"NCCL WARN",
-    ],
-    "disk_full": [
-        rb"No space left on device",
-        rb"\[Errno 28\]",
-        rb"\bENOSPC\b",
-        rb"[Dd]isk quota exceeded",
-        rb"\[Errno 122\]",
-        rb"Not enough (?:free )?disk space",
-    ],
-    "hub_auth_error": [
-        rb"\b40[13] Client Error",
-        rb"Invalid user token",
-        rb"Invalid credentials in Authorization header",
-        rb"GatedRepoError",
-        rb"Cannot access gated repo",
-        rb"You are trying to access a gated repo",
-        rb"Access to model \S+ is restricted",
-        rb"Repo model \S+ is gated",
-        rb"RepositoryNotFoundError",
-        rb"Repository Not Found for url",
-        rb"Unauthorized for url",
-        rb"LocalTokenNotFoundError",
-        # huggingface_hub >= 1.0 (httpx) and git wording
-        rb"[Cc]lient error:? ['(]?40[13] [A-Za-z ]+['\)]? for url",
-        rb"Invalid username or password",
-        rb"fatal: Authentication failed for '?https?://(?:[\w-]+\.)*(?:huggingface\.co|hf\.co)",
-        rb"Password authentication in git is no longer supported",
-    ],
-    "submit_error": [
-        rb"\bsbatch: error:",
-        rb"\bsalloc: error: Job submit/allocate failed",
-        rb"Batch job submission failed",
-        rb"\bsrun: error: Unable to allocate resources",
-    ],
-    "import_error": [
-        rb"\bModuleNotFoundError\b(?::|$)",
-        rb"\bImportError\b(?::|$)",
-        rb"\bNo module named ['\"]",
-        rb": command not found",
-        rb"execve\(\): \S+: No such file or directory",
-    ],
-}
-
-# a record that matches the pattern is still not a hit if it matches this
-LABEL_EXCLUDE: dict[str, bytes] = {
-    "nccl_error": rb"\bNCCL INFO\b",
-    # Ray's node/worker death messages list preemption among the possible causes
-    "preempted": rb"can happen (?:when|if)|possible causes|potential root causes|common causes",
-}
+# label patterns: see _families (one family = one way a framework reports one failure)
+FAMILIES = _families.FAMILIES
+LABEL_PATTERNS = _families.LABEL_PATTERNS
+FAMILY_PREFILTER = _families.PREFILTER
 
 # --------------------------------------------------------------------------
 # anchors (literal, case-sensitive).  GUARDED anchors only count when the
@@ -287,13 +158,16 @@ ANCHORS: tuple[bytes, ...] = (
     # the "...Error" family: OutOfMemoryError, MemoryError, ImportError,
     # ModuleNotFoundError, GatedRepoError, NCCL error, ncclXxxError,
     # "sbatch: error:", "CUDA error: out of memory", "Client Error", ...
-    b"rror",
+    # (guarded "Error": a class name ends there, so "Errors: 0" and "ErrorRate" do not count;
+    # lowercase only with a colon or a known prefix: metric names like eval_error are common)
+    b"Error", b"error:", b"cudaError", b"olog error", b"lient error",
     # cuda_oom
     b"CUDA out", b"HIP out", b"MPS backend out", b"THCudaCheck", b"_ALLOC_FAILED",
     b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
+    b"Free memory on", b"of memory. Try",
     # host_oom
     b"Detected", b"Killed", b"Out Of Memory", b"Out of memory", b"exceeded memory",
-    b"Exceeded", b"Memory cgroup", b"DefaultCPUAllocator", b"exitcode", b"SIGKILL",
+    b"Exceeded", b"Memory cgroup", b"DefaultCPUAllocator", b"exitcode", b"SIGKILL", b"return code",
     # time_limit / preempted / node_fail
     b"DUE TO", b"PBS: job killed", b"TERM_",
     # (few, short anchors: the bytes.find engine makes one pass per anchor)
@@ -301,6 +175,8 @@ ANCHORS: tuple[bytes, ...] = (
     b'"action', b"low on resource", b"had condition", b"Evicted",
     b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus", b"GPU is lost",
     b"been marked", b"died", b"is dead", b"dump signal",
+    b"Task launch", b"requeued", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
+    b"complete failure", b"NHC",
     # nccl_error
     # (not plain "NCCL": NCCL_DEBUG=INFO logs have millions of "NCCL INFO" lines)
     b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL", b"NCCL communicator",
@@ -312,39 +188,46 @@ ANCHORS: tuple[bytes, ...] = (
     b"Access to model", b"Repo model", b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound",
     b"uthentication",
     # submit_error
-    b"Batch job submission", b"Unable to allocate",
+    b"Batch job submission", b"Unable to allocate", b"Unable to create",
     # import_error
     b"No module named", b"command not found", b"execve",
+    b"undefined symbol", b"shared object", b"' not found", b"CUDA Setup", b"CUDA SETUP", b"CUDA binary",
+    b"Failed to import",
     # state changes that are not label matches
     b"Traceback", b'File "',
     # truncation (completion rows, trainer metrics, harness notices)
-    b"finish_reason", b"clipped_ratio", b"terminated_length", b"runcat",
+    b"finish_reason", b"clipped_ratio", b"clip_ratio", b"terminated_length", b"runcat", b"Token indices",
 )
 # per label: at least one of these literals is in every record the label's
 # patterns match (a cheap precheck before running the regexes)
 LABEL_ANCHORS: dict[str, tuple[bytes, ...]] = {
-    "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"rror", b"THCudaCheck", b"_ALLOC_FAILED",
-                 b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED"),
+    "cuda_oom": (b"CUDA out", b"HIP out", b"MPS backend out", b"Error", b"error:", b"cudaError", b"THCudaCheck", b"_ALLOC_FAILED",
+                 b"CUDA_ERROR_OUT_OF_MEMORY", b"No available memory", b"KV cache", b"RESOURCE_EXHAUSTED",
+                 b"Free memory on", b"Not enough", b"of memory. Try"),
     "host_oom": (b"Detected", b"Killed", b"Out Of Memory", b"exceeded memory", b"Exceeded", b"Out of memory",
-                 b"Memory cgroup", b"DefaultCPUAllocator", b"rror", b"exitcode", b"SIGKILL"),
+                 b"Memory cgroup", b"DefaultCPUAllocator", b"Error", b"exitcode", b"SIGKILL", b"return code"),
     "nan_loss": (b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Current loss scale"),
     "time_limit": (b"DUE TO", b"PBS: job killed", b"TERM_"),
     "preempted": (b"DUE TO", b"TERM_", b"nterruption", b"going to be interrupted", b"reempt", b"imminent",
                   b"ermination", b"instance-action", b'"action', b"low on resource", b"had condition", b"Evicted"),
     "node_fail": (b"DUE TO", b"NODE_FAIL", b"ode failure", b"ode Failure", b"Xid", b"ECC", b"fallen off the bus",
-                  b"GPU is lost", b"been marked", b"rror", b"died", b"is dead", b"dump signal"),
+                  b"GPU is lost", b"been marked", b"Error", b"cudaError", b"olog error", b"died", b"is dead", b"dump signal",
+                  b"Task launch", b"requeued", b"NodeDown", b"Kill task", b"Not responding", b"rebooted",
+                  b"complete failure", b"NHC"),
     "nccl_error": (b"Watchdog caught", b"NCCL error", b"NCCL Error", b"ProcessGroupNCCL", b"Some NCCL",
-                   b"NCCL communicator", b"NCCL WARN", b"rror", b"DistBackend"),
+                   b"NCCL communicator", b"NCCL WARN", b"Error", b"DistBackend"),
     "disk_full": (b"No space left", b"Errno", b"ENOSPC", b"isk quota", b"Not enough"),
-    "hub_auth_error": (b"rror", b"Invalid ", b"Cannot access gated", b"You are trying", b"Access to model", b"Repo model",
+    "hub_auth_error": (b"Error", b"lient error", b"Invalid ", b"Cannot access gated", b"You are trying", b"Access to model", b"Repo model",
                        b"Repository Not Found", b"Unauthorized for url", b"TokenNotFound", b"uthentication"),
-    "submit_error": (b"rror", b"Batch job submission", b"Unable to allocate"),
-    "import_error": (b"rror", b"No module named", b"command not found", b"execve"),
+    "submit_error": (b"error:", b"Batch job submission", b"Unable to allocate", b"Unable to create"),
+    "import_error": (b"Error", b"No module named", b"command not found", b"execve", b"undefined symbol",
+                     b"shared object", b"' not found", b"CUDA Setup", b"CUDA SETUP", b"CUDA binary",
+                     b"Failed to import"),
 }
 
 # only when max_tokens is given (token-count rows)
 TOKEN_ANCHORS: tuple[bytes, ...] = (b"_tokens", b"output_len", b"gen_len")
-GUARDED: frozenset[bytes] = frozenset({b"nan", b"NaN", b"NAN", b"inf", b"Inf"})
+GUARDED: frozenset[bytes] = frozenset({b"nan", b"NaN", b"NAN", b"inf", b"Inf", b"Error"})
 GUARD_ALLOWED_SUFFIX = b"inity"  # "Infinity"/"infinity" pass the guard
 
 # --------------------------------------------------------------------------
@@ -398,14 +281,30 @@ EXIT137 = (
 FINISH_REASON = rb"finish_reason['\"]?\s*[:=]\s*(?:<\w+\.\w+:\s*)?['\"]?([A-Za-z_]+)"
 TRUNCATED_REASONS = frozenset({b"length", b"max_tokens", b"max_length"})
 NULL_REASONS = frozenset({b"none", b"null"})
-# trainer metrics that say completions were clipped (TRL/verl GRPO logging)
-CLIPPED_RATIO = rb"clipped_ratio['\"]?\s*[:=]\s*['\"]?([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)"
+# trainer metrics that say completions were clipped at the length limit: TRL's GRPO/RLOO
+# "completions/clipped_ratio" (share of completions without EOS), verl's
+# "response_length/clip_ratio" (share of responses whose length equals max_response_length;
+# newer verl prints values as np.float64(...)).  Not verl's "clip_ratio" config key (the PPO
+# epsilon) nor "prompt_length/clip_ratio".
+CLIPPED_RATIO = (rb"(?:clipped_ratio|response_length/clip_ratio)['\"]?\s*[:=]\s*['\"]?(?:np\.float\d+\()?"
+                 rb"([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)")
+#: a logged step with at least this share of completions clipped counts as a clipped step
+CLIPPED_STEP_SHARE = 0.5
 TERMINATED_LENGTH = rb"mean_terminated_length['\"]?\s*[:=]\s*['\"]?([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)"
 # an eval harness saying it cut the prompt/context to fit (lighteval, lm-evaluation-harness)
 CONTEXT_TRUNCATION = (
     rb"Truncating context to \d+ tokens"
     rb"|Left truncation applied\. Original sequence length was \d+"
     rb"|[Cc]ontext (?:was |has been )?truncated to (?:fit|\d+ tokens)"
+    rb"|exceeds model's maximum length \(\d+\)\. Truncating \d+ tokens from the left"
+)
+# transformers' tokenizer (tokenization_utils_base, once per tokenizer)
+TOKENIZER_OVERLENGTH = (rb"Token indices sequence length is longer than the specified maximum sequence length"
+                        rb" for this model \((\d+) > (\d+)\)")
+# records that change the scanner's state while it is idle (besides the label families)
+STATE_PATTERNS: tuple[bytes, ...] = (
+    TB_HEADER, TB_FRAME, KILLED, FINISH_REASON, CLIPPED_RATIO, TERMINATED_LENGTH, CONTEXT_TRUNCATION,
+    TOKENIZER_OVERLENGTH,
 )
 TOKEN_COUNT = (
     rb"['\"]?\b(?:completion_tokens|output_tokens|num_output_tokens|num_generated_tokens"

@@ -56,26 +56,44 @@ TEXT_MAX = 300
 TRUNCATION_MIN_ROWS = 20
 TRUNCATION_SHARE = 0.05
 TRUNCATION_EARLY_MIN = 3   # while streaming, need at least this many truncated rows
+TRAINER_CLIPPED_SHARE = 0.25  # share of logged trainer steps with half the completions clipped
 
 _LABEL_RX = P.compile_label_patterns()
 _LABEL_ORDER = tuple(P.LABEL_PATTERNS)
 _LABEL_ANCHORS = {k: frozenset(v) for k, v in P.LABEL_ANCHORS.items()}
 _ALL_LABEL_ANCHORS = tuple(sorted(set().union(*_LABEL_ANCHORS.values())))
-_EXCLUDE_RX = {k: re.compile(v) for k, v in P.LABEL_EXCLUDE.items()}
-_HEADER_RX = re.compile(P.TB_HEADER)
-_FRAME_RX = re.compile(P.TB_FRAME)
-_EXC_RX = re.compile(P.TB_EXC)
-_STRUCT_RX = re.compile(P.TB_STRUCTURAL)
-_EXIT_RX = re.compile(P.TB_EXIT)
-_PROGRESS_RX = re.compile(P.TB_PROGRESS)
-_ERRORISH_RX = re.compile(P.TB_ERRORISH)
-_KILLED_RX = re.compile(P.KILLED)
-_EXIT137_RX = re.compile(P.EXIT137)
-_FINISH_RX = re.compile(P.FINISH_REASON)
-_TOKENS_RX = re.compile(P.TOKEN_COUNT)
-_CLIPPED_RX = re.compile(P.CLIPPED_RATIO)
-_TERMINATED_RX = re.compile(P.TERMINATED_LENGTH)
-_CONTEXT_TRUNC_RX = re.compile(P.CONTEXT_TRUNCATION)
+_FAMILY_LABEL = tuple(f.label for f in P.FAMILIES)
+_LABEL_FAMILIES = {lb: tuple(i for i, f in enumerate(P.FAMILIES) if f.label == lb) for lb in _LABEL_ORDER}
+_FAMILY_RX: dict[int, tuple] = {}  # family index -> (pattern, exclude), compiled on a label's first match
+class _Compiled:
+    """The scanner's structural regexes, compiled on first use: a healthy log scanned with
+    Hyperscan may need none of them, and compiling all costs ~13 ms of every process start."""
+
+    _SOURCES = {
+        "header": P.TB_HEADER,
+        "frame": P.TB_FRAME,
+        "exc": P.TB_EXC,
+        "struct": P.TB_STRUCTURAL,
+        "exit": P.TB_EXIT,
+        "progress": P.TB_PROGRESS,
+        "errorish": P.TB_ERRORISH,
+        "killed": P.KILLED,
+        "exit137": P.EXIT137,
+        "finish": P.FINISH_REASON,
+        "tokens": P.TOKEN_COUNT,
+        "clipped": P.CLIPPED_RATIO,
+        "terminated": P.TERMINATED_LENGTH,
+        "context_trunc": P.CONTEXT_TRUNCATION,
+        "tokenizer": P.TOKENIZER_OVERLENGTH,
+    }
+
+    def __getattr__(self, name: str) -> "re.Pattern[bytes]":
+        rx = re.compile(self._SOURCES[name])
+        setattr(self, name, rx)
+        return rx
+
+
+_RX = _Compiled()
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -98,16 +116,22 @@ def _decode(rec: bytes, focus: int = 0) -> str:
 
 
 def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "",
-              kind: str | None = None) -> Hit:
+              kind: str | None = None, evidence: str = "") -> Hit:
     severity, action, title, advice = P.LABELS[label]
-    if kind is not None:                # a label with several kinds of evidence (truncation)
-        title, advice = P.TRUNCATION_KINDS[kind]
+    if kind is not None:                # a label with several kinds of finding
+        title, advice, *how = P.KINDS[kind]
+        if how:
+            severity, action = how
     if caught:
         severity, action = "warning", "continue"
     msg = f"{title}"
     if detail:
         msg += f" ({detail})"
-    msg += f" at line {line}: {advice}." if line else f": {advice}."
+    if line:
+        msg += f" at line {line}"
+    if evidence:
+        msg += f" (evidence: {evidence})"
+    msg += f": {advice}."
     if caught:
         msg += " It was logged inside a traceback that the job recovered from, so it is only a warning."
     return Hit(label, line, msg, severity, action, text)
@@ -152,6 +176,8 @@ class LogScanner:
         self._fr = [0, 0]                # finish_reason rows: total, truncated
         self._tok = [0, 0]               # token-count rows: total, at max_tokens
         self._clip = [0, 0]              # trainer metric rows: total, every completion clipped
+        self._clip_half = [0, 0]         # trainer metric rows: total, half or more of the completions clipped
+        self._clip_half_done = False     # the note about many clipped steps was given
         self._trunc_last: tuple[int, str] | None = None
         self._trunc_done = False
         self._out: list[Hit] = []
@@ -265,7 +291,10 @@ class LogScanner:
         return pos
 
     def _scan_region(self, buf: bytes, lo: int, hi: int) -> None:
-        cands = self._candidates(buf, lo, hi)
+        if self._finder is None:
+            cands, ids = _engine.family_candidates(buf, lo, hi, bool(self.max_tokens))
+        else:
+            cands, ids = self._finder.candidates(buf, lo, hi), None
         pos = lo
         ci = 0
         nc = len(cands)
@@ -294,19 +323,28 @@ class LogScanner:
             end = r if r >= 0 else n
             if rs > pos:
                 self._line += _newlines(buf, pos, rs)
-            self._record(buf[rs:end], self._line + 1)
+            families = None
+            if ids is not None:
+                families = set()
+                while ci < nc and cands[ci] <= end:      # every match that ends in this record
+                    families.add(ids[ci])
+                    ci += 1
+            self._record(buf[rs:end], self._line + 1, families)
             if buf[end] == 10:
                 self._line += 1
             pos = end + 1
 
     # ------------------------------------------------------------- prefilter
     def _candidates(self, buf: bytes, lo: int, hi: int) -> list[int]:
+        """Positions inside the records worth inspecting in buf[lo:hi] (buf[hi-1] ends a record)."""
         if self._finder is None:
-            return _engine.hyperscan_candidates(buf, lo, hi, self._anchors)
+            return _engine.family_candidates(buf, lo, hi, bool(self.max_tokens))[0]
         return self._finder.candidates(buf, lo, hi)
 
     # ------------------------------------------------------------- records
-    def _record(self, rec: bytes, line: int) -> None:
+    def _record(self, rec: bytes, line: int, families=None) -> None:
+        """Inspect one record.  *families*: the family ids Hyperscan matched in it (a superset
+        of the families that really match); None means unknown (check every label by anchors)."""
         if type(rec) is not bytes:
             rec = bytes(rec)        # a slice of a reused bytearray chunk
         if not rec.strip():
@@ -314,27 +352,32 @@ class LogScanner:
         if self._killed is not None and line > self._killed[0] + KILLED_WINDOW:
             self._killed = None
         matched = []
-        present = {a for a in _ALL_LABEL_ANCHORS if a in rec}
-        if not present:
-            labels = ()
+        if families is not None:
+            named = {_FAMILY_LABEL[i] for i in families if i < len(_FAMILY_LABEL)}
+            labels = [lb for lb in _LABEL_ORDER if lb in named] if named else ()
         else:
-            labels = [lb for lb in _LABEL_ORDER if not present.isdisjoint(_LABEL_ANCHORS[lb])]
+            present = {a for a in _ALL_LABEL_ANCHORS if a in rec}
+            labels = [lb for lb in _LABEL_ORDER if not present.isdisjoint(_LABEL_ANCHORS[lb])] if present else ()
         for label in labels:
             m = _LABEL_RX[label].search(rec)
             if m is None:
                 continue
-            ex = _EXCLUDE_RX.get(label)
-            if ex is not None and ex.search(rec):
-                continue
-            matched.append((label, m.start()))
-        for label, at in matched:
-            self._on_label(label, line, _decode(rec, at))
+            family = _matching_family(label, rec)
+            if family is not None:
+                matched.append((label, m.start(), family))
+        for label, at, family in matched:
+            f = P.FAMILIES[family]
+            self._on_label(label, line, _decode(rec, at), evidence=f.evidence, kind=f.kind)
         if b"runcat" in rec:
-            m = _CONTEXT_TRUNC_RX.search(rec)
+            m = _RX.context_trunc.search(rec)
             if m is not None:
                 self._context_truncated(line, _decode(rec, m.start()))
+        if b"Token indices" in rec:
+            m = _RX.tokenizer.search(rec)
+            if m is not None:
+                self._tokenizer_overlength(line, _decode(rec, m.start()), m)
         self._traceback_step(rec, line, bool(matched))
-        self._killed_step(rec, line, any(lb == "host_oom" for lb, _ in matched))
+        self._killed_step(rec, line, any(m[0] == "host_oom" for m in matched))
         self._truncation_step(rec, line)
 
     def _on_label(self, label: str, line: int, text: str, **how) -> None:
@@ -368,7 +411,7 @@ class LogScanner:
 
     def _traceback_step(self, rec: bytes, line: int, had_label: bool) -> None:
         ev = self._event
-        hdr = _HEADER_RX.search(rec)
+        hdr = _RX.header.search(rec)
         if ev is None:
             if hdr is not None:
                 prefix = rec[:hdr.start()].rstrip()
@@ -376,7 +419,7 @@ class LogScanner:
                 indent = len(content) - len(content.lstrip())
                 self._open_event(line, prefix, indent, headless=False)
                 return
-            fr = _FRAME_RX.search(rec)
+            fr = _RX.frame.search(rec)
             if fr is not None:
                 prefix = rec[:fr.start()].rstrip()
                 content = rec[len(prefix):]
@@ -390,26 +433,26 @@ class LogScanner:
         content = self._strip_prefix(rec, ev.prefix)
         body = content.lstrip()
         indent = len(content) - len(body)
-        if _FRAME_RX.match(body) is not None or _STRUCT_RX.match(body) is not None:
+        if _RX.frame.match(body) is not None or _RX.struct.match(body) is not None:
             if ev.n_records > EVENT_MAX_RECORDS:
                 self._decide()
             return
-        if indent <= ev.exc_max_indent and _EXC_RX.match(body) is not None:
+        if indent <= ev.exc_max_indent and _RX.exc.match(body) is not None:
             ev.exc_line = line
             ev.exc_text = _decode(body)
             ev.phase = "after"
             return
         if ev.phase == "body" and indent > ev.exc_max_indent and not (
-                _PROGRESS_RX.search(rec) is not None and _ERRORISH_RX.search(rec) is None):
+                _RX.progress.search(rec) is not None and _RX.errorish.search(rec) is None):
             if ev.n_records > EVENT_MAX_RECORDS:
                 self._decide()
             return                                  # code line of a frame
         # a line that is not part of the traceback text: lookahead
-        if _EXIT_RX.search(rec) is not None:
+        if _RX.exit.search(rec) is not None:
             ev.exit_seen = True
             self._decide()
             return
-        if _PROGRESS_RX.search(rec) is not None and _ERRORISH_RX.search(rec) is None:
+        if _RX.progress.search(rec) is not None and _RX.errorish.search(rec) is None:
             ev.n_progress += 1
         ev.n_after += 1
         if ev.n_after >= LOOKAHEAD_LINES or ev.n_records > EVENT_MAX_RECORDS:
@@ -451,14 +494,14 @@ class LogScanner:
         if host_oom_here:
             self._killed = None
             return
-        if _KILLED_RX.search(rec) is not None:
-            if _EXIT137_RX.search(rec) is not None:
+        if _RX.killed.search(rec) is not None:
+            if _RX.exit137.search(rec) is not None:
                 self._killed = None
                 self._on_label("host_oom", line, _decode(rec))
             else:
                 self._killed = (line, rec)
             return
-        if self._killed is not None and _EXIT137_RX.search(rec) is not None:
+        if self._killed is not None and _RX.exit137.search(rec) is not None:
             kline, krec = self._killed
             self._killed = None
             self._on_label("host_oom", kline, _decode(krec))
@@ -469,14 +512,24 @@ class LogScanner:
         last = self._last_match.get("truncation:context")
         self._last_match["truncation:context"] = line
         if last is None or line - last > BURST_LINES:
-            self._out.append(_make_hit("truncation", line, text, kind="context"))
+            self._out.append(_make_hit("truncation", line, text, kind="context",
+                                       evidence="the eval harness said it cut the context"))
+
+    def _tokenizer_overlength(self, line: int, text: str, m) -> None:
+        # once per run is enough: transformers prints it once per tokenizer
+        if "truncation:tokenizer" in self._last_match:
+            return
+        self._last_match["truncation:tokenizer"] = line
+        self._out.append(_make_hit("truncation", line, text, kind="tokenizer",
+                                   detail=f"{int(m.group(1))} > {int(m.group(2))} tokens",
+                                   evidence="transformers' tokenizer over-length warning"))
 
     def _truncation_step(self, rec: bytes, line: int) -> None:
         if self._trunc_done:
             return
         counted = False
         if b"finish_reason" in rec:
-            for m in _FINISH_RX.finditer(rec):
+            for m in _RX.finish.finditer(rec):
                 v = m.group(1).lower()
                 if v in P.NULL_REASONS:
                     continue
@@ -486,20 +539,24 @@ class LogScanner:
                     self._fr[1] += 1
                     self._trunc_last = (line, _decode(rec))
         if self.max_tokens:
-            for m in _TOKENS_RX.finditer(rec):
+            for m in _RX.tokens.finditer(rec):
                 counted = True
                 self._tok[0] += 1
                 if int(m.group(1)) >= self.max_tokens:
                     self._tok[1] += 1
                     self._trunc_last = (line, _decode(rec))
-        if b"clipped_ratio" in rec or b"terminated_length" in rec:
-            ratios = [float(m.group(1)) for m in _CLIPPED_RX.finditer(rec)]
-            lengths = [float(m.group(1)) for m in _TERMINATED_RX.finditer(rec)]
+        if b"clip" in rec or b"terminated_length" in rec:
+            ratios = [float(m.group(1)) for m in _RX.clipped.finditer(rec)]
+            lengths = [float(m.group(1)) for m in _RX.terminated.finditer(rec)]
             if ratios or lengths:
                 counted = True
                 self._clip[0] += 1
-                if any(r >= 1.0 for r in ratios) or any(n == 0.0 for n in lengths):
+                self._clip_half[0] += 1
+                every = any(r >= 1.0 for r in ratios) or any(n == 0.0 for n in lengths)
+                if every:
                     self._clip[1] += 1
+                if every or any(r >= P.CLIPPED_STEP_SHARE for r in ratios):
+                    self._clip_half[1] += 1
                     self._trunc_last = (line, _decode(rec))
         if counted:
             self._truncation_check(final=False, line=line, rec=rec)
@@ -507,15 +564,23 @@ class LogScanner:
     def _truncation_check(self, final: bool, line: int = 0, rec: bytes = b"") -> None:
         if self._trunc_done:
             return
+        clip_evidence = ("the trainer's clipped-completion metrics (TRL completions/clipped_ratio, "
+                         "mean_terminated_length; verl response_length/clip_ratio)")
         kinds = (
-            (self._fr, ("completion", "completions"), "with finish_reason=length", "rows"),
-            (self._tok, ("completion", "completions"), f"with output tokens >= max_tokens={self.max_tokens}", "rows"),
+            (self._fr, ("completion", "completions"), "with finish_reason=length", "rows", TRUNCATION_SHARE,
+             "completion rows ending with finish_reason=length"),
+            (self._tok, ("completion", "completions"), f"with output tokens >= max_tokens={self.max_tokens}", "rows",
+             TRUNCATION_SHARE, "completion rows whose output token count reached max_tokens"),
             (self._clip, ("logged step", "logged steps"), "with every completion clipped (clipped_ratio=1 / "
-                                                          "mean_terminated_length=0)", "trainer"),
+             "mean_terminated_length=0)", "trainer", TRUNCATION_SHARE, clip_evidence),
+            # weaker evidence, a note (action warn) that does not end the truncation check
+            (self._clip_half if not self._clip_half_done else (0, 0), ("logged step", "logged steps"),
+             f"with at least {P.CLIPPED_STEP_SHARE:.0%} of the completions clipped", "trainer_share",
+             TRAINER_CLIPPED_SHARE, clip_evidence),
         )
-        for (n, k), (one, rows), what, kind in kinds:
+        for (n, k), (one, rows), what, kind, share, evidence in kinds:
             if n >= TRUNCATION_MIN_ROWS:
-                if k / n < TRUNCATION_SHARE or (not final and k < TRUNCATION_EARLY_MIN):
+                if k / n < share or (not final and k < TRUNCATION_EARLY_MIN):
                     continue
             elif not (final and n and k == n):
                 continue        # a handful of rows: only when all of them are cut off, decided at the end
@@ -529,9 +594,26 @@ class LogScanner:
             else:
                 detail = f"the only {one} seen, {what}" if n == 1 else f"all {n} {rows} seen {what}"
             self._out.append(_make_hit("truncation", line, text, detail=detail + ("" if final else " so far"),
-                                       kind=kind))
+                                       kind=kind, evidence=evidence))
+            if kind == "trainer_share":
+                self._clip_half_done = True
+                continue
             self._trunc_done = True
             return
+
+
+def _matching_family(label: str, rec: bytes) -> int | None:
+    """The first family of *label* whose patterns match *rec* and whose exclude does not
+    (runs only on records where the label's combined pattern matched)."""
+    for i in _LABEL_FAMILIES[label]:
+        rx = _FAMILY_RX.get(i)
+        if rx is None:
+            f = P.FAMILIES[i]
+            rx = _FAMILY_RX[i] = (re.compile(b"|".join(b"(?:" + p + b")" for p in f.patterns)),
+                                  re.compile(f.exclude) if f.exclude else None)
+        if rx[0].search(rec) is not None and (rx[1] is None or rx[1].search(rec) is None):
+            return i
+    return None
 
 
 def _newlines(buf, lo: int, hi: int) -> int:

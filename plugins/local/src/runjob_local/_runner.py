@@ -1,14 +1,16 @@
 """Start, watch, cancel and collect jobs running on this machine.
 
-Each attempt runs as ``bash -c WRAPPER`` in its own session: the wrapper runs the job
-script (under ``timeout`` when the job has a time limit) and writes the exit code to a
-file. A record per attempt (``.runjob/local/<tag>.json``: pid, process start time, paths)
-lets a restarted runjob find the job again. Status comes from that record:
+Each attempt runs detached in its own session under the shared runner protocol of
+:mod:`runjob_core.transport.detached` (the wrapper records its pid and writes the exit code
+to a file atomically; status reads liveness first, the exit file second, so a job ending
+between the reads is never taken for a lost one). A record per attempt
+(``.runjob/local/<tag>.json``: pid, process start time, paths) lets a restarted runjob find
+the job again; the pid *and* its start time identify the runner, so a reused pid is not
+mistaken for it. Status, by :func:`runjob_core.transport.detached.decide`:
 
-* an exit-code file -> COMPLETED (0), TIMEOUT (124 from ``timeout``) or FAILED;
-* a cancel marker -> CANCELLED (unless the exit-code file is older: the job had ended);
-* the wrapper still alive (same pid *and* start time, so a reused pid is not mistaken
-  for it) -> RUNNING;
+* an exit-code file -> COMPLETED (0), TIMEOUT (124 from ``timeout``) or FAILED, or
+  CANCELLED when the cancel marker came first (it is only written while there is no exit code);
+* the runner alive -> RUNNING;
 * otherwise the runner died without a word (the machine rebooted, someone killed it with
   SIGKILL) -> LOST.
 """
@@ -24,17 +26,12 @@ from pathlib import Path
 
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError
-from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, RUNNING, TIMEOUT, Artifact, JobStatus, Submission
+from runjob_core.models import Artifact, JobStatus, Submission
+from runjob_core.transport import detached
 
 SOURCE = "runjob-local"
-TIMEOUT_EXIT = 124
-# The wrapper: the job's output through the token redactor into the log (the job inherits
-# the user's environment, tokens included), its exit code to a file, written atomically;
-# `timeout` gives the job a time limit.
-_WRAPPER = ('rc_file="$1"; python="$2"; redactor="$3"; shift 3; "$@" 2>&1 | "$python" -S -I "$redactor"; '
-            'rc=${PIPESTATUS[0]}; echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 #: Seconds between SIGTERM and SIGKILL on cancel (time to save a checkpoint).
-KILL_GRACE = 10.0
+KILL_GRACE = float(detached.KILL_GRACE)
 
 
 def _records_dir(context) -> Path:
@@ -47,30 +44,22 @@ def _record_path(context, tag: str) -> Path:
     return _records_dir(context) / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".json")
 
 
-def _process_start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    state, start = fields[0], fields[19]
-    return None if state == "Z" else start
+def _files(submission_or_layout_dir: str, n: int) -> detached.RunnerFiles:
+    return detached.RunnerFiles(job_dir=submission_or_layout_dir, attempt=n)
 
 
 def submit(job, attempt, rendered, cluster, context) -> Submission:
     layout = attempt.layout
     script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
-    exit_file = f"{layout.job_dir}/exit.{attempt.n}"
-    cancel_file = f"{layout.job_dir}/cancelled.{attempt.n}"
-    for stale in (exit_file, cancel_file):
+    files = _files(layout.job_dir, attempt.n)
+    for stale in (files.exit, files.cancelled, files.pid):
         Path(stale).unlink(missing_ok=True)
-    command = ["bash", script]
-    if job.resources.time:
-        # SIGTERM at the limit (the job may save), SIGKILL 30 s later; exit 124 = TIMEOUT.
-        command = ["timeout", "-k", "30", str(parse_duration(job.resources.time)), *command]
+    limit = parse_duration(job.resources.time) if job.resources.time else None
     from runjob_core import _log_redactor
 
-    argv = ["bash", "-c", _WRAPPER, "runjob-local", exit_file, sys.executable, _log_redactor.__file__, *command]
+    # The job inherits the user's environment, tokens included: its output reaches the log
+    # through the token redactor (issue 34 item 6).
+    argv = detached.wrapper_argv(files, ["bash", script], limit, redact_with=(sys.executable, _log_redactor.__file__))
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
     try:
         started = context.run(argv, cwd=layout.workdir, detach=True, output_path=layout.log_path)
@@ -79,7 +68,8 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
         raise BackendError(message) from None
     pid = started.pid
     extra = {
-        "pid": str(pid), "start_time": _process_start_time(pid) or "", "exit_file": exit_file, "cancel_file": cancel_file,
+        "pid": str(pid), "start_time": detached.process_start_time(pid) or "", "exit_file": files.exit,
+        "cancel_file": files.cancelled,
     }
     submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=f"local-{pid}", source=SOURCE, extra=extra)
     from runjob_core.config import record_to_json
@@ -99,27 +89,9 @@ def reattach(tag: str, context) -> Submission | None:
 
 def _status(submission: Submission) -> JobStatus:
     extra = submission.extra
-    exit_file = Path(extra["exit_file"])
-    cancel_file = Path(extra["cancel_file"])
-    cancelled_at = cancel_file.stat().st_mtime if cancel_file.exists() else None
-    # A job that had ended before the cancel keeps its own ending.
-    if cancelled_at is not None and not (exit_file.exists() and exit_file.stat().st_mtime < cancelled_at):
-        return JobStatus(state=CANCELLED, source=SOURCE, reason="cancelled", ended_at=cancelled_at)
-    if exit_file.exists():
-        text = exit_file.read_text().strip()
-        code = int(text) if text.lstrip("-").isdigit() else None
-        ended = exit_file.stat().st_mtime
-        if code == 0:
-            return JobStatus(state=COMPLETED, source=SOURCE, exit_code=0, ended_at=ended)
-        if code == TIMEOUT_EXIT:
-            return JobStatus(state=TIMEOUT, source=SOURCE, exit_code=code, reason="time limit", ended_at=ended)
-        return JobStatus(state=FAILED, source=SOURCE, exit_code=code, reason=f"exit code {code}", ended_at=ended)
-    pid = int(extra["pid"])
-    start = _process_start_time(pid)
-    if start is not None and start == extra.get("start_time"):
-        return JobStatus(state=RUNNING, source=SOURCE)
-    return JobStatus(state=LOST, source=SOURCE,
-                     reason="its runner process is gone and left no exit code (machine rebooted or process killed)")
+    files = _files(submission.job_dir, submission.attempt)
+    state = detached.read_local(files, int(extra["pid"]), extra.get("start_time") or None)
+    return detached.decide(state, source=SOURCE)
 
 
 def poll(submissions) -> dict[str, JobStatus]:
@@ -130,9 +102,12 @@ def poll(submissions) -> dict[str, JobStatus]:
 def cancel(submissions) -> list[str]:
     done = []
     for submission in submissions:
-        Path(submission.extra["cancel_file"]).write_text(str(time.time()))
+        files = _files(submission.job_dir, submission.attempt)
+        # No marker once the job has its exit code: a late cancel must not rename its ending.
+        if not Path(files.exit).exists():
+            Path(files.cancelled).write_text(str(time.time()))
         pid = int(submission.extra["pid"])
-        if _process_start_time(pid) == submission.extra.get("start_time"):
+        if detached.process_start_time(pid) == submission.extra.get("start_time"):
             _kill_group(pid)
         done.append(submission.backend_job_id)
     return done

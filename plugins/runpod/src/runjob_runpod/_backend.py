@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from runjob_core.config import parse_duration
+from runjob_core.transport import detached
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
     ACTIVE_STATES, CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan,
@@ -325,16 +326,20 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         return {}
     records = {s.backend_job_id: _record(context, s) for s in submissions}
     answer: dict[str, JobStatus] = {}
-    open_ones = []
+    open_ones, cancelled = [], []
     for sub in submissions:
         record = records[sub.backend_job_id]
-        if record.final_state:
+        if record.final_state == CANCELLED and record.terminated_at is not None and not record.gone_confirmed:
+            cancelled.append(sub)  # ended by a cancel: confirmed once the API no longer shows the pod live
+        elif record.final_state:
             answer[sub.backend_job_id] = _final(record)
         else:
             open_ones.append(sub)
-    if not open_ones:
+    if not (open_ones or cancelled):
         return answer
     pods = {p.id: p for p in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX)}
+    for sub in cancelled:
+        answer[sub.backend_job_id] = _confirm_gone(cluster, records[sub.backend_job_id], pods.get(sub.backend_job_id), context)
     for sub in open_ones:
         record = records[sub.backend_job_id]
         pod = pods.get(sub.backend_job_id)
@@ -354,6 +359,18 @@ def _record_from_submission(sub: Submission) -> _state.PodRecord:
         results_dir=sub.results_dir, progress_path=sub.progress_path,
         ssh_host=machine.host if machine else None, ssh_port=machine.port if machine else None,
     )
+
+
+def _confirm_gone(cluster, record: _state.PodRecord, pod, context) -> JobStatus:
+    """A cancelled attempt's pod as the API lists it: gone (or stopped) confirms the cancel;
+    still live, the terminate is asked again and the attempt is reported as still running."""
+    if pod is not None and pod.status not in (_api.EXITED, _api.ERROR, _api.TERMINATED):
+        client_for(cluster, context).terminate_pod(record.pod_id)
+        return JobStatus(state=RUNNING, source=SOURCE, node=pod.id,
+                         reason=f"pod {pod.id} is still {pod.status} per the RunPod API after runjob asked to terminate it")
+    record.gone_confirmed = True
+    _state.save(context.state_dir, record)
+    return _final(record)
 
 
 def _status_of(cluster, pod, record, context) -> JobStatus:
@@ -376,26 +393,12 @@ def _status_of(cluster, pod, record, context) -> JobStatus:
     # monitor records a transient event for the cycle and tries again.
     result = _transport(cluster, record, context).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
     state = _ssh.parse_status(result.stdout)
-    started = record.started_at
-    if state.exit_code is not None:
-        code = state.exit_code
-        if state.cancelled:
-            kind = CANCELLED
-        elif code == 0:
-            kind = COMPLETED
-        elif code == _ssh.TIMEOUT_EXIT:
-            kind = TIMEOUT
-        else:
-            kind = FAILED
-        return JobStatus(state=kind, source=SOURCE, exit_code=code, started_at=started, ended_at=time.time(), node=pod.id)
-    if state.alive:
-        return JobStatus(state=RUNNING, source=SOURCE, started_at=started, node=pod.id)
-    if state.cancelled:
-        return JobStatus(state=CANCELLED, source=SOURCE, started_at=started, ended_at=time.time(), node=pod.id)
-    if state.started:
-        return JobStatus(state=LOST, source=SOURCE, started_at=started, ended_at=time.time(), node=pod.id,
-                         reason="the job's process on the pod ended without an exit code (killed)")
-    return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason="starting on the pod")
+    status = detached.decide(state, source=SOURCE, started_at=record.started_at, node=pod.id)
+    if status.state == LOST:
+        return attrs.evolve(status, reason="the job's process on the pod ended without an exit code (killed)")
+    if status.state == PENDING:
+        return attrs.evolve(status, reason="starting on the pod")
+    return status
 
 
 def _finish(cluster, record: _state.PodRecord, status: JobStatus, context, *, harvest: bool) -> None:
@@ -515,8 +518,7 @@ def _after_cancel(transport, record) -> JobStatus | None:
     while time.monotonic() < deadline:
         state = _ssh.parse_status(transport.run_shell(_ssh.status_command(_record_files(record))).stdout)
         if state.exit_code is not None and not state.cancelled:
-            kind = COMPLETED if state.exit_code == 0 else FAILED
-            return JobStatus(state=kind, source=SOURCE, exit_code=state.exit_code, ended_at=time.time(), node=record.pod_id)
+            return detached.decide(state, source=SOURCE, node=record.pod_id)
         if not state.alive:
             return None
         time.sleep(0.3)

@@ -8,9 +8,9 @@ it is refused. The connection itself is :class:`runjob_core.ssh.SSHTransport` (p
 given the pin file as its ``known_hosts``.
 
 *Starting a job.* RunPod's watchdog drops SSH sessions that keep descriptors open, so the
-job is started with ``nohup setsid`` and every descriptor redirected; a wrapper records
-its pid, runs the script (under ``timeout`` for a time limit) and writes the exit code to a
-file atomically. Env vars given at pod creation reach only PID 1 (``/proc/1/environ``);
+job is started with ``nohup setsid`` and every descriptor redirected, under the shared
+detached-runner protocol (:mod:`runjob_core.transport.detached`: a wrapper records its pid,
+writes the exit code atomically; status reads liveness first, then the exit file). Env vars given at pod creation reach only PID 1 (``/proc/1/environ``);
 the job script sources them from there (``templates/runpod.sh.j2``).
 """
 
@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from pathlib import Path
 
 import attrs
 
 from runjob_core.errors import TransportError
 from runjob_core.models import ClusterConfig
+from runjob_core.transport import detached
 from runjob_core.transport.ssh import SSHTransport
 
-#: The wrapper run under ``setsid``: $1 pid file, $2 exit-code file, then the command.
-WRAPPER = ('echo "$$" > "$1"; rc_file="$2"; shift 2; "$@"; rc=$?; '
-           'echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
-TIMEOUT_EXIT = 124
-KILL_GRACE = 10
+TIMEOUT_EXIT = detached.TIMEOUT_EXIT
+KILL_GRACE = detached.KILL_GRACE
 #: root's home on RunPod images: relative paths on a pod are resolved here, never by dialing.
 POD_HOME = "/root"
 
@@ -113,81 +110,23 @@ def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str |
 
 
 @attrs.frozen
-class JobFiles:
-    """The files of one attempt on the pod."""
+class JobFiles(detached.RunnerFiles):
+    """The files of one attempt on the pod: the runner's, plus the script and the log."""
 
-    job_dir: str
-    script: str
-    log: str
-    attempt: int
-
-    @property
-    def pid(self) -> str:
-        return f"{self.job_dir}/pod-pid.{self.attempt}"
-
-    @property
-    def exit(self) -> str:
-        return f"{self.job_dir}/exit.{self.attempt}"
-
-    @property
-    def cancelled(self) -> str:
-        return f"{self.job_dir}/cancelled.{self.attempt}"
+    script: str = ""
+    log: str = ""
 
 
 def start_command(files: JobFiles, workdir: str, time_limit: int | None) -> str:
     """The shell line that starts the job detached and returns at once."""
-    command = ["bash", files.script]
-    if time_limit:
-        command = ["timeout", "-k", "30", str(time_limit), *command]
-    wrapper = shlex.join(["bash", "-c", WRAPPER, "runjob-pod", files.pid, files.exit, *command])
-    return (f"mkdir -p {shlex.quote(files.log.rsplit('/', 1)[0])} && cd {shlex.quote(workdir)} && "
-            # Braces: only the job goes to the background, not the whole && list (whose
-            # shell would hold the session's descriptors until the job ends).
-            f"{{ nohup setsid {wrapper} >> {shlex.quote(files.log)} 2>&1 < /dev/null & }}; "
-            # Return once the wrapper recorded its pid (at most 10 s): a poll right after
-            # submit then sees the job as started, never as not there yet.
-            f"i=0; while [ ! -s {shlex.quote(files.pid)} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done")
+    return detached.start_command(files, ["bash", files.script], workdir=workdir, log=files.log, time_limit=time_limit)
 
 
 def status_command(files: JobFiles) -> str:
-    """One command: exit code, cancel marker, whether the wrapper lives, log size."""
-    q = shlex.quote
-    return (f"e=$(cat {q(files.exit)} 2>/dev/null); c=; [ -e {q(files.cancelled)} ] && c=1; "
-            f"p=$(cat {q(files.pid)} 2>/dev/null); s=; "
-            # /proc/<pid>/stat field 3 is the state; a zombie (Z) has ended.
-            '[ -n "$p" ] && s=$(sed -e "s/^.*) //" /proc/"$p"/stat 2>/dev/null | cut -d" " -f1); '
-            f"l=$(stat -c %s {q(files.log)} 2>/dev/null); "
-            'echo "exit=$e cancelled=$c started=${p:+1} alive=$s log=$l"')
+    """One command: whether the wrapper lives (read first), exit code, cancel marker, log size."""
+    return detached.status_command(files, files.log)
 
 
-@attrs.frozen
-class RemoteState:
-    exit_code: int | None
-    cancelled: bool
-    started: bool
-    alive: bool
-    log_size: int | None
-
-
-def parse_status(text: str) -> RemoteState:
-    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
-    code = fields.get("exit", "")
-    state = fields.get("alive", "")
-    size = fields.get("log", "")
-    return RemoteState(
-        exit_code=int(code) if code.lstrip("-").isdigit() else None, cancelled=fields.get("cancelled") == "1",
-        started=fields.get("started") == "1", alive=bool(state) and state not in ("Z", "X"),
-        log_size=int(size) if size.isdigit() else None,
-    )
-
-
-def cancel_command(files: JobFiles) -> str:
-    """Mark the attempt cancelled, TERM its process group, KILL it after a grace period."""
-    q = shlex.quote
-    # No marker once the job has its exit code: a late cancel must not rename its ending.
-    return (f"[ -e {q(files.exit)} ] || touch {q(files.cancelled)}; p=$(cat {q(files.pid)} 2>/dev/null); "
-            '[ -n "$p" ] && kill -TERM -- -"$p" 2>/dev/null; '
-            # The whole list in the background with its descriptors closed, or the session
-            # would wait for the grace period.
-            f'{{ [ -n "$p" ] && sleep {KILL_GRACE} && kill -KILL -- -"$p"; }} >/dev/null 2>&1 < /dev/null & '
-            "true")
+RemoteState = detached.RunnerState
+parse_status = detached.parse_status
+cancel_command = detached.cancel_command

@@ -51,6 +51,9 @@ class PodRecord:
     #: Log, progress and results copied into the mirror (the pod may go now).
     harvested: bool = False
     terminated_at: float | None = None
+    #: The API no longer lists the pod as live after a cancel terminated it (the cancel is
+    #: confirmed only then: a pod that keeps running keeps costing).
+    gone_confirmed: bool = False
 
     @property
     def live(self) -> bool:

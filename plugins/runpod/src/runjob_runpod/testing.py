@@ -112,6 +112,9 @@ class FakeRunpod:
         self.faults: list[Fault] = []
         #: True: pods stay PROVISIONING (no machine free yet) until it is set back to False.
         self.hold_provisioning = False
+        #: Pod ids whose DELETE is answered 204 while the pod keeps RUNNING (a terminate that
+        #: did not take: RunPod terminates asynchronously, and a host can fail to).
+        self.terminate_ignored: set[str] = set()
         self.pods: dict[str, FakePod] = {}
         self.gone: dict[str, FakePod] = {}
         #: (method, path, status) of every request, in order.
@@ -348,7 +351,8 @@ class FakeRunpod:
                 self._advance(pod)
                 return 200, self.pod_json(pod)
             if not match.group(2) and method == "DELETE":
-                self._delete(pod)
+                if pod.id not in self.terminate_ignored:
+                    self._delete(pod)
                 return 204, None
             return _problem(405, f"{method} is not allowed on {path}")
         return _problem(404, f"no route {method} {path}")

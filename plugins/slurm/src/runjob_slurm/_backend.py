@@ -276,4 +276,9 @@ def check_partition_limits(job, cluster, context) -> Estimate | None:
             summary=f"time {job.resources.time} is over partition {wanted!r}'s limit {format_slurm_time(limit)} on {cluster.name}",
             suggestions=(f"ask for resources.time <= {format_slurm_time(limit)} {hint}",),
         )
-    return None
+    if limit is None or job.resources.time:
+        return None
+    # No time asked for: the partition's MaxTime is the limit (the core's time estimate counts
+    # the resume segments against it).
+    return Estimate(source=SOURCE, fits=None, data={"partition_max_seconds": limit},
+                    summary=f"no resources.time: partition {wanted!r} allows up to {format_slurm_time(limit)}")

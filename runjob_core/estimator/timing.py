@@ -1,0 +1,298 @@
+"""How fast a job runs, from first principles: FLOPs and bytes against the GPU's peaks.
+
+Reads the memory model only through its public result (:class:`MemoryEstimate`: parameter
+counts, weights per GPU, KV bytes per token, KV capacity) and the architecture
+(:func:`arch_from_config`); the peaks come from :mod:`runjob_core.estimator.gpu_peaks`.
+
+Training (tokens per second per GPU)
+    FLOPs per token = forward x passes. Forward = 2 x the matmul parameters (active ones for
+    MoE; the embedding lookup is no matmul, a tied LM head is) + the causal attention term
+    2 x seq_len x q_dim per layer. Passes: full fine-tuning 3 (forward, activation gradients,
+    weight gradients); LoRA/QLoRA 2 (the frozen base has no weight gradients); activation
+    checkpointing adds one forward. Time = FLOPs / (peak x achieved fraction), the fraction a
+    *prior* (:func:`training_efficiency`), never fitted to the held-out set. Data parallel
+    adds the gradient all-reduce (ZeRO-3/FSDP: the parameter gathers too) that backward does
+    not hide; the step cannot be faster than the eager CPU side that launches its kernels.
+
+Inference (generated tokens per second of the whole job, prefill included)
+    Prefill is compute-bound. Decode reads the weights (MoE: the experts the batch touches)
+    and the batch's KV cache every step: memory-bound until the batch is large enough to be
+    compute-bound. vLLM/SGLang batch continuously up to the concurrency the KV pool holds.
+    transformers ``generate`` runs one static batch in eager PyTorch: every step costs the
+    Python/kernel-launch time of every layer, which at small batch is far longer than the
+    weights take to read (``overhead``-bound).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from runjob_core.estimator.gpu_peaks import NETWORK_GB_S_PER_GPU, GPUPeaks
+
+#: Achieved fraction of the dense peak (over the FLOPs counted above, recomputation included)
+#: by a large dense model at a large micro-batch, per framework. A prior from the public record
+#: *outside* the held-out set: Megatron-LM reaches 52% of A100 peak on large GPTs (Narayanan
+#: et al. 2021, arXiv:2104.04473), PaLM 46% MFU (Chowdhery et al. 2022), torchtitan/FSDP2
+#: and DeepSpeed a little below Megatron, the transformers Trainer (eager modules, separate
+#: norm/rotary/activation kernels) below those.
+FRAMEWORK_EFFICIENCY = {"megatron": 0.55, "nemo": 0.55, "torchtitan": 0.50, "fsdp": 0.45, "deepspeed": 0.42,
+                        "hf": 0.40, "trl": 0.40, "axolotl": 0.40, "llamafactory": 0.40, "unsloth": 0.45}
+#: The transformers Trainer family (eager modules, unfused norm/rotary/activation kernels) keeps
+#: the same overheads on a card three times faster than an A100: a smaller share of its peak.
+#: FSDP stacks with fused kernels (llm-foundry in the tuning set: 40-46% MFU on H100) do not.
+HOPPER_EAGER_FACTOR = 0.8
+EAGER_FRAMEWORKS = ("hf", "trl", "axolotl", "llamafactory", "deepspeed")
+HOPPER = ("H100-80GB", "H200", "GH200", "H20")
+#: LoRA adapters are separate small matmuls (rank r) with their own dropout: ~15% off in PEFT.
+LORA_FACTOR = 0.85
+#: QLoRA dequantises every NF4 weight in every forward and backward (bitsandbytes): ~40% slower
+#: than 16-bit LoRA in the QLoRA paper's own timings (Dettmers et al. 2023, arXiv:2305.14314).
+QLORA_FACTOR = 0.6
+#: FP8 training reaches a smaller share of its (twice as large) peak: ~1.4x bf16 end to end.
+FP8_FACTOR = 0.7
+#: Sizes below ~1B parameters leave the tensor cores idle between small GEMMs: N / (N + this).
+SIZE_HALF_POINT = 0.4e9
+#: Tokens per micro-batch below ~256 do the same: T / (T + this).
+TOKENS_HALF_POINT = 256
+#: Eager PyTorch + transformers modules, CPU time per decoder layer per forward. Counted from
+#: transformers' eager decoder layer (LlamaDecoderLayer/Qwen2DecoderLayer with sdpa): two
+#: RMSNorms of 8 aten ops each, 3 q/k/v projections and their view/transpose (9), rotary
+#: embedding of q and k (slices, neg, cat, 2 mul, add: ~16), the cache update (2 cat), sdpa and
+#: its reshape (~4), o_proj, the MLP (gate, up, act, mul, down), 2 residual adds: ~60 dispatches
+#: plus ~12 nn.Module calls, at ~15 us each (Python binding + dispatcher + CUDA launch) on a
+#: bare-metal server core. A round 1 prior of 0.5 ms missed the project's H200 VM (tuning set)
+#: 3.4-3.8x; that VM's vCPUs cost ~2x this prior again (the README says so), not a constant
+#: to fit: a job on such a host runs up to ~2x slower than this estimate.
+EAGER_LAYER_S = 1.0e-3
+#: Per generate step outside the layers: embedding, rotary tables, mask, final norm, LM head,
+#: the logits processors and sampling, the input_ids/attention-mask/cache-position updates and
+#: the stopping check whose ``.max() == 0`` syncs CPU and GPU every step (~100 dispatches),
+#: transformers.generation.utils ``_sample``.
+EAGER_STEP_S = 3.0e-3
+#: Achieved share of HBM bandwidth by decode (weight GEMVs and paged attention).
+BANDWIDTH_EFFICIENCY = 0.75
+#: Share of peak for prefill and for compute-bound decode batches.
+PREFILL_EFFICIENCY = 0.5
+#: vLLM/SGLang CPU work per step and per running sequence: scheduling, building the step's
+#: input tensors, the sampler (outside the CUDA graph that replays the layers, so no per-layer
+#: launch cost) and detokenisation. vLLM's V0 engine does it *between* forward passes: the GPU
+#: waits, so it adds to the step (``ENGINE_SERIAL``). SGLang's overlap scheduler (default since
+#: 0.4) prepares step n+1 while step n runs: it hides behind the GPU time. 2.5 ms: the tuning
+#: set's Qwen2.5 vLLM 0.6.3 batch-1 runs on an A100 leave 2.0-3.8 ms per step above their
+#: weight reads (round 1 assumed 1 ms, overlapped, and read 1.9-3.2x too fast on small models).
+ENGINE_STEP_S = 2.5e-3
+ENGINE_SERIAL = {"vllm": True, "sglang": False}
+ENGINE_PER_SEQ_S = 10e-6
+#: NCCL reaches ~80% of a link's one-way bandwidth in a large all-reduce.
+LINK_EFFICIENCY = 0.8
+#: Share of the gradient all-reduce DDP/FSDP overlap with the backward pass.
+OVERLAP = 0.7
+
+
+@attrs.frozen
+class Rate:
+    """What the model says about speed, before any amount of work is known."""
+
+    tokens_per_s: float
+    bound: str
+    assumptions: tuple[str, ...]
+    seconds_per_step: float | None = None
+    tokens_per_step: float | None = None
+    efficiency: float | None = None
+
+
+def matmul_params(est, arch) -> float:
+    """Active parameters that take part in a matmul per token (no embedding lookup)."""
+    embedding = 0 if arch.tie_embeddings else arch.vocab * arch.hidden
+    return max(1.0, float(est.params_active) - embedding)
+
+
+def attention_flops_forward(arch, attended: float) -> float:
+    """QK^T and AV per token per forward when the token attends to *attended* earlier tokens
+    (causal over a sequence of s tokens: s / 2 on average)."""
+    return 4.0 * attended * arch.q_dim * arch.layers
+
+
+def training_efficiency(framework: str, gpu: str, params: float, tokens_per_micro_batch: int, kind: str,
+                        precision: str) -> tuple[float, list[str]]:
+    """The prior fraction of peak, and the reasons, one short string each."""
+    base = FRAMEWORK_EFFICIENCY.get(framework, FRAMEWORK_EFFICIENCY["hf"])
+    size = params / (params + SIZE_HALF_POINT)
+    tokens = tokens_per_micro_batch / (tokens_per_micro_batch + TOKENS_HALF_POINT)
+    eff = base * size * tokens
+    why = [f"{framework} prior {base:.2f} x size {size:.2f} x micro-batch {tokens:.2f}"]
+    if gpu in HOPPER and framework in EAGER_FRAMEWORKS:
+        eff *= HOPPER_EAGER_FACTOR
+        why.append(f"x {HOPPER_EAGER_FACTOR} on Hopper (eager kernels)")
+    if kind == "lora":
+        eff *= LORA_FACTOR
+        why.append(f"x {LORA_FACTOR} LoRA adapters")
+    elif kind == "qlora":
+        eff *= LORA_FACTOR * QLORA_FACTOR
+        why.append(f"x {LORA_FACTOR * QLORA_FACTOR:.2f} QLoRA NF4 dequantisation")
+    if precision == "fp8":
+        eff *= FP8_FACTOR
+        why.append(f"x {FP8_FACTOR} of the FP8 peak")
+    return eff, why
+
+
+def _peak_flops(peaks: GPUPeaks, precision: str) -> tuple[float, str]:
+    if precision == "fp8" and peaks.fp8_tflops:
+        return peaks.fp8_tflops * 1e12, f"FP8 {peaks.fp8_tflops:g}"
+    if precision == "fp32":
+        return peaks.bf16_tflops * 0.5e12, f"TF32 ~{peaks.bf16_tflops / 2:g}"
+    return peaks.bf16_tflops * 1e12, f"BF16 {peaks.bf16_tflops:g}"
+
+
+def _bus_bandwidth(peaks: GPUPeaks, nodes: int) -> tuple[float, str]:
+    one_way = peaks.link_gb_s / 2 if peaks.link.startswith("NVLink") else peaks.link_gb_s
+    if nodes > 1:
+        one_way = min(one_way, NETWORK_GB_S_PER_GPU)
+        return one_way * LINK_EFFICIENCY * 1e9, f"{NETWORK_GB_S_PER_GPU:g} GB/s network per GPU"
+    return one_way * LINK_EFFICIENCY * 1e9, f"{peaks.link} {one_way:g} GB/s one way"
+
+
+def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_batch: int, grad_accum: int = 1,
+                  framework: str = "hf", grad_checkpointing: bool = False, zero_stage: int = 0, nodes: int = 1,
+                  tp: int = 1, precision: str = "bf16", master_weights: bool = True) -> Rate:
+    """Tokens per second per GPU of one training job."""
+    n_mm = matmul_params(est, arch)
+    forward = 2.0 * n_mm + attention_flops_forward(arch, seq_len / 2.0)
+    passes = 3 if kind == "full_ft" else 2
+    if grad_checkpointing:
+        passes += 1
+    flops_per_token = forward * passes
+    tokens_micro = micro_batch * seq_len
+    eff, why = training_efficiency(framework, peaks.name, float(est.params_active), tokens_micro, kind, precision)
+    peak, peak_text = _peak_flops(peaks, precision)
+    gpu_seconds = tokens_micro * flops_per_token / tp / (peak * eff)
+    # The eager CPU side launches every layer's kernels (backward from the C++ engine: about
+    # as many again); a GPU faster than that waits for it.
+    cpu_seconds = arch.layers * EAGER_LAYER_S * (passes + 1) + EAGER_STEP_S
+    micro_seconds = max(gpu_seconds, cpu_seconds)
+    bound = "overhead" if cpu_seconds > gpu_seconds else "compute"
+    step = micro_seconds * grad_accum
+    dp = max(1, est.num_gpus // tp)
+    bw, bw_text = _bus_bandwidth(peaks, nodes)
+    comm = 0.0
+    if dp > 1:
+        grad_bytes = 4.0 if (framework in ("hf", "trl", "axolotl") and master_weights and kind == "full_ft") else 2.0
+        volume = 2.0 * (dp - 1) / dp * est.params_trainable * grad_bytes
+        if zero_stage >= 3:
+            volume += 2.0 * (dp - 1) / dp * est.params_total * 2.0  # gathers in forward and backward
+        comm = max(0.0, volume / bw - OVERLAP * micro_seconds * 2.0 / 3.0)
+    if tp > 1:  # Megatron-style: 4 all-reduces of the activations per layer, on the critical path
+        comm += grad_accum * 4 * arch.layers * 2.0 * (tp - 1) / tp * tokens_micro * arch.hidden * 2.0 / bw
+    # The optimizer step reads and writes ~16 bytes of state per trainable parameter per GPU.
+    shards = dp if zero_stage >= 1 else 1
+    optimizer = est.params_trainable / tp / shards * 16.0 / (peaks.hbm_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+    step += comm + optimizer
+    if comm > 0.3 * step:
+        bound = "communication"
+    tokens_per_step = tokens_micro * grad_accum / tp
+    counted = f"{passes} passes x {forward / 1e9:.1f} GFLOP/token"
+    assumptions = [f"peak {peak_text} TFLOPS dense ({peaks.name})", f"efficiency {eff:.2f} assumed ({'; '.join(why)})",
+                   f"counted {counted} ({'LoRA: no base weight gradients' if kind != 'full_ft' else 'full fine-tuning'}"
+                   f"{', +1 forward for activation checkpointing' if grad_checkpointing else ''}, attention at {seq_len} tokens)"]
+    if dp > 1 or tp > 1:
+        assumptions.append(f"{dp} data-parallel x {tp} tensor-parallel over {bw_text}: {comm:.3f} s/step not hidden")
+    return Rate(tokens_per_s=tokens_per_step / step, bound=bound, assumptions=tuple(assumptions),
+                seconds_per_step=step, tokens_per_step=tokens_per_step, efficiency=eff)
+
+
+def _moe_bytes_touched(est, batch: float) -> float:
+    """Weight bytes one decode step reads per GPU: a MoE batch touches more experts as it grows."""
+    weights = est.weights_gib * (1 << 30)
+    if est.params_active >= est.params_total:
+        return weights
+    share = est.params_active / est.params_total
+    return weights * (1.0 - (1.0 - share) ** max(1.0, batch))
+
+
+def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float, context: float, n_mm: float,
+                 peak: float) -> tuple[float, float, float, float]:
+    """One decode step of *concurrency* sequences: (seconds, weights+KV read, compute, CPU overhead)."""
+    tp = max(1, est.tp)
+    if engine in ("vllm", "sglang"):
+        overhead = ENGINE_STEP_S + ENGINE_PER_SEQ_S * concurrency + (2 * arch.layers * 10e-6 if tp > 1 else 0.0)
+    else:
+        overhead = arch.layers * EAGER_LAYER_S + EAGER_STEP_S
+    kv_read = concurrency * context * est.kv_bytes_per_token / tp
+    if engine == "hf":
+        kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
+    memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / (peaks.hbm_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+    compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)
+    if ENGINE_SERIAL.get(engine):
+        return max(memory_s, compute_s) + overhead, memory_s, compute_s, overhead
+    return max(memory_s, compute_s, overhead), memory_s, compute_s, overhead
+
+
+def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: float, output_tokens: float,
+                   batch: int, rows: float | None = None, max_num_seqs: int = 256,
+                   longest_output_tokens: float | None = None) -> Rate:
+    """Generated tokens per second of the whole job (all replicas, prefill included).
+
+    *output_tokens* is the mean generated length; *longest_output_tokens* the longest row's
+    (a ``max_tokens`` cap some rows reach). A static ``generate`` batch runs until its longest
+    row ends, every batch; a vLLM/SGLang job refills its slots, so only the last rows run on
+    alone, at the short step of a nearly empty batch.
+    """
+    tp = max(1, est.tp)
+    replicas = max(1, est.num_gpus // tp)
+    n_mm = matmul_params(est, arch)
+    peak = peaks.bf16_tflops * 1e12
+    if est.dtype == "fp8" and peaks.fp8_tflops:
+        peak = peaks.fp8_tflops * 1e12
+    mean_out = max(1.0, output_tokens)
+    longest = max(mean_out, longest_output_tokens or mean_out)
+    context = input_tokens + output_tokens / 2.0
+    assumptions = [f"peak BF16 {peaks.bf16_tflops:g} TFLOPS dense, HBM {peaks.hbm_gb_s:g} GB/s ({peaks.name})"]
+    if engine in ("vllm", "sglang"):
+        fits = est.kv_capacity_tokens / max(1.0, input_tokens + output_tokens / 2.0) if est.kv_capacity_tokens else batch
+        concurrency = max(1.0, min(float(max_num_seqs), fits))
+        if rows is not None:
+            concurrency = max(1.0, min(concurrency, rows / replicas))
+        what = f"{engine} continuous batching at {concurrency:,.0f} sequences (KV pool {est.kv_capacity_tokens:,} tokens)"
+        prefill_eff = PREFILL_EFFICIENCY
+    else:
+        concurrency = float(max(1, batch))
+        what = (f"transformers generate, static batch {concurrency:g}, eager: {EAGER_LAYER_S * 1e3:g} ms CPU per layer "
+                f"+ {EAGER_STEP_S * 1e3:g} ms per step (a slower host CPU, e.g. a cloud VM, up to ~2x slower)")
+        prefill_eff = PREFILL_EFFICIENCY * 0.8
+    step, memory_s, compute_s, overhead = _decode_step(est, arch, peaks, engine=engine, concurrency=concurrency,
+                                                       context=context, n_mm=n_mm, peak=peak)
+    bound = "overhead" if overhead >= max(memory_s, compute_s) else ("memory" if memory_s >= compute_s else "compute")
+    # One replica's share of the rows (a full batch when the row count is unknown): its prefill,
+    # then its decode steps, tail included.
+    per_replica = rows / replicas if rows is not None else concurrency
+    prefill_per_token = (2.0 * n_mm + attention_flops_forward(arch, input_tokens / 2.0)) / tp / (peak * prefill_eff)
+    prefill_s = per_replica * input_tokens * prefill_per_token
+    if engine in ("vllm", "sglang"):
+        tail_step = _decode_step(est, arch, peaks, engine=engine, concurrency=1.0, context=context, n_mm=n_mm,
+                                 peak=peak)[0]
+        decode_s = per_replica * mean_out / concurrency * step + (longest - mean_out) * tail_step
+    else:
+        decode_s = math.ceil(per_replica / concurrency) * longest * step
+    if prefill_s > decode_s:
+        bound = "compute"
+    rate = replicas * per_replica * mean_out / (prefill_s + decode_s)
+    assumptions += [what, f"decode step {step * 1e3:.1f} ms: weights+KV {memory_s * 1e3:.1f} ms at "
+                          f"{BANDWIDTH_EFFICIENCY:g} of HBM, compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms"
+                          f"{' (between forward passes: added)' if ENGINE_SERIAL.get(engine) else ''}",
+                    f"prefill compute-bound at {prefill_eff:g} of peak; {input_tokens:g} in + {output_tokens:g} out tokens "
+                    f"per row; {replicas} replica(s) x tp {tp}"]
+    if longest > mean_out:
+        assumptions.append(f"the longest row generates {longest:g} tokens: "
+                           + ("every static batch runs until it ends" if engine == "hf"
+                              else "the last rows run on alone at the end"))
+    return Rate(tokens_per_s=rate, bound=bound, assumptions=tuple(assumptions), efficiency=None,
+                seconds_per_step=step)
+
+
+def segments_for(total_seconds: float, limit_seconds: float | None) -> int:
+    """Resume segments a time limit forces (1 when the work fits in one)."""
+    if not limit_seconds or total_seconds <= limit_seconds:
+        return 1
+    return math.ceil(total_seconds / limit_seconds)

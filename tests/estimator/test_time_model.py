@@ -1,0 +1,225 @@
+"""The time model: what it counts, which bound it names, and how it scores on measured rates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from runjob_core.estimator import estimate, gpus, rates, timing
+from runjob_core.estimator.eta import eta_of
+from runjob_core.estimator.gpu_peaks import PEAKS, peaks_for
+from runjob_core.estimator.time_preflight import time_object
+
+sys.path.insert(0, str(Path(__file__).parent))
+import time_eval  # noqa: E402
+
+
+def rate(model, kind, gpu, work=None, **kw):
+    framework = kw.pop("framework", "hf")
+    grad_accum = kw.pop("grad_accum", 1)
+    nodes = kw.pop("nodes", 1)
+    est = estimate(model, kind, gpu, suggest=False, **kw)
+    return time_object(est, model, work=work or {}, framework=framework, grad_accum=grad_accum, nodes=nodes)
+
+
+def test_every_gpu_of_the_memory_table_has_peaks_with_a_source():
+    assert {p.name for p in PEAKS} == {g.name for g in gpus.GPUS}
+    for p in PEAKS:
+        assert p.source.startswith("http") and p.bf16_tflops > 0 and p.hbm_gb_s > 0 and p.link_gb_s > 0
+    assert peaks_for("h100").fp8_tflops == 1979.0 and peaks_for("A100-80GB").fp8_tflops is None
+
+
+def test_lora_skips_weight_gradients_and_checkpointing_adds_a_forward():
+    full = rate("Llama-3.1-8B", "full_ft", "H100", seq_len=4096, batch=4)
+    lora = rate("Llama-3.1-8B", "lora", "H100", seq_len=4096, batch=4)
+    # 3 passes against 2, less the adapters' own cost (LORA_FACTOR); the optimizer step differs a little
+    assert lora["tokens_per_s"] / full["tokens_per_s"] == pytest.approx(1.5 * timing.LORA_FACTOR, rel=0.03)
+    gc = rate("Llama-3.1-8B", "full_ft", "H100", seq_len=4096, batch=4, grad_checkpointing=True)
+    assert full["tokens_per_s"] / gc["tokens_per_s"] == pytest.approx(4 / 3, rel=0.03)
+    assert full["bound"] == "compute" and any("3 passes" in a for a in full["assumptions"])
+    assert any("2 passes" in a and "no base weight gradients" in a for a in lora["assumptions"])
+
+
+def test_moe_counts_active_parameters():
+    dense = rate("Qwen3-32B", "full_ft", "H100", seq_len=2048, batch=2)
+    moe = rate("Qwen3-30B-A3B", "full_ft", "H100", seq_len=2048, batch=2)
+    assert moe["tokens_per_s"] > 4 * dense["tokens_per_s"]  # ~3B active against 32B
+
+
+def test_data_parallel_over_the_network_costs_more_than_over_nvlink():
+    one_node = rate("Llama-3.1-8B", "full_ft", "H100", num_gpus=8, zero_stage=3, seq_len=2048, batch=1)
+    two_nodes = rate("Llama-3.1-8B", "full_ft", "H100", num_gpus=16, zero_stage=3, seq_len=2048, batch=1, nodes=2)
+    assert two_nodes["tokens_per_s"] < one_node["tokens_per_s"]
+    assert any("network per GPU" in a for a in two_nodes["assumptions"])
+    pcie = rate("Llama-3.2-1B", "full_ft", "RTX-4090", num_gpus=4, seq_len=512, batch=1)
+    assert pcie["bound"] == "communication"
+
+
+def test_inference_bounds_by_engine():
+    hf1 = rate("Llama-3.1-8B", "inference", "H100", engine="hf", concurrency=1, max_model_len=2048,
+               work={"input_tokens": 256.0, "output_tokens": 256.0})
+    assert hf1["bound"] == "overhead" and 20 < hf1["tokens_per_s"] < 80
+    hf32 = rate("Llama-3.1-8B", "inference", "H100", engine="hf", concurrency=32, max_model_len=2048,
+                work={"input_tokens": 256.0, "output_tokens": 256.0})
+    assert hf32["tokens_per_s"] > 10 * hf1["tokens_per_s"]  # the launch cost is paid once per step for the batch
+    vllm = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=2048,
+                work={"input_tokens": 256.0, "output_tokens": 256.0})
+    assert vllm["bound"] == "memory" and vllm["tokens_per_s"] > 20 * hf1["tokens_per_s"]
+    prefill = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=9000,
+                   work={"input_tokens": 8000.0, "output_tokens": 8.0})
+    assert prefill["bound"] == "compute"
+
+
+def test_a_static_generate_batch_runs_until_its_longest_row():
+    work = {"input_tokens": 128.0, "output_tokens": 128.0, "rows": 64, "tokens": 64 * 128.0}
+    even = rate("Llama-3.1-8B", "inference", "H100", engine="hf", concurrency=16, max_model_len=1024, work=work)
+    capped = rate("Llama-3.1-8B", "inference", "H100", engine="hf", concurrency=16, max_model_len=1024,
+                  work={**work, "longest_output_tokens": 512.0})
+    # four batches of 16, each running 512 steps instead of 128: about 4x slower
+    assert 3.5 < even["tokens_per_s"] / capped["tokens_per_s"] < 4.1
+    assert any("every static batch runs until it ends" in a for a in capped["assumptions"])
+    # a partial last batch still costs a whole batch's steps
+    odd = rate("Llama-3.1-8B", "inference", "H100", engine="hf", concurrency=16, max_model_len=1024,
+               work={**work, "rows": 65, "tokens": 65 * 128.0})
+    assert odd["tokens_per_s"] < 0.85 * even["tokens_per_s"]
+
+
+def test_vllm_adds_its_step_overhead_and_sglang_hides_it():
+    work = {"input_tokens": 1.0, "output_tokens": 2048.0, "rows": 1, "tokens": 2048.0}
+    vllm = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="vllm", max_model_len=4096, work=work)
+    sglang = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
+    # V0 vLLM schedules between forward passes: weights read + CPU step; SGLang overlaps the two
+    assert vllm["tokens_per_s"] == pytest.approx(1 / (1 / sglang["tokens_per_s"] + timing.ENGINE_STEP_S), rel=0.02)
+    assert any("between forward passes: added" in a for a in vllm["assumptions"])
+    tiny = rate("Qwen2.5-0.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
+    assert tiny["bound"] == "overhead" and tiny["tokens_per_s"] == pytest.approx(1 / timing.ENGINE_STEP_S, rel=0.05)
+
+
+def test_a_continuous_batch_pays_the_longest_row_once_at_the_end():
+    one_wave = {"input_tokens": 200.0, "output_tokens": 200.0, "rows": 200, "tokens": 200 * 200.0}
+    even = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=2048, work=one_wave)
+    tail = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=2048,
+                work={**one_wave, "longest_output_tokens": 1600.0})
+    assert tail["tokens_per_s"] < 0.5 * even["tokens_per_s"]  # one wave: the job lasts as long as its longest row
+    many = {**one_wave, "rows": 200_000, "tokens": 200_000 * 200.0}
+    many_even = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=2048, work=many)
+    many_tail = rate("Llama-3.1-8B", "inference", "H100", engine="vllm", max_model_len=2048,
+                     work={**many, "longest_output_tokens": 1600.0})
+    assert many_tail["tokens_per_s"] > 0.98 * many_even["tokens_per_s"]  # slots refill: the tail is a rounding error
+
+
+def test_model_max_tokens_above_the_mean_is_the_longest_row():
+    from runjob_core.estimator.time_job import work_of
+
+    job = SimpleNamespace(params={"rows": 10, "output_tokens": 100, "input_tokens": 50},
+                          model=SimpleNamespace(max_tokens=1000), data=SimpleNamespace(input=None), source="job.yaml")
+    work = work_of(job, "inference", 1, 1)
+    assert work["longest_output_tokens"] == 1000.0 and "model.max_tokens 1000" in work["counted"]
+    job.model.max_tokens = 100
+    assert "longest_output_tokens" not in work_of(job, "inference", 1, 1)
+
+
+def test_total_and_segments_from_the_work():
+    t = rate("Llama-3.1-8B", "lora", "H100", seq_len=4096, batch=4,
+             work={"tokens": 20000 * 4 * 4096, "counted": "20,000 steps"})
+    assert t["total_seconds"] == pytest.approx(20000 * 4 * 4096 / t["tokens_per_s"], rel=1e-3)
+    assert timing.segments_for(t["total_seconds"], 3600) == -(-int(t["total_seconds"]) // 3600)
+    assert timing.segments_for(100, 3600) == 1 and timing.segments_for(100, None) == 1
+    assert t["gpu_hours"] == pytest.approx(t["total_seconds"] / 3600, rel=1e-6)
+
+
+@pytest.mark.parametrize("log, kind, expected, where", [
+    ("{'train_runtime': 100.0, 'train_samples_per_second': 10.0, 'train_steps_per_second': 0.625}\n", "lora",
+     10.0 * 4096 / 2, "train_samples_per_second"),
+    ("Processed prompts: 100%|##| 32/32 [00:48<00:00,  1.53s/it, est. speed input: 28.13 toks/s, output: 335.00 toks/s]\n",
+     "inference", 335.0, "vLLM est. speed output"),
+    ("INFO Avg generation throughput: 0.0 tokens/s\nINFO Avg generation throughput: 900.5 tokens/s\n"
+     "INFO Avg generation throughput: 950.0 tokens/s\nINFO Avg generation throughput: 1000.0 tokens/s\n", "inference",
+     950.0, "vLLM Avg generation throughput"),
+    ("step 10 tokens_per_s=1234.5\n", "inference", 1234.5, "tokens/s print"),
+    (" 40%|####      | 40/100 [00:20<00:30,  2.00it/s]\r 50%|#####     | 50/100 [00:25<00:25,  2.00it/s]", "lora",
+     2.0 * 8 * 4096 / 2, "progress bar it/s"),
+    (" 50%|#####     | 5/10 [00:25<00:25,  4.00s/it]", "full_ft", 0.25 * 8 * 4096 / 2, "progress bar it/s"),
+])
+def test_rate_from_log(log, kind, expected, where):
+    got = rates.rate_from_log(log, kind=kind, seq_len=4096, global_batch=8, gpus=2)
+    assert got[0] == pytest.approx(expected) and got[1] == where
+
+
+def test_nothing_printed_is_no_rate():
+    assert rates.rate_from_log("loss 1.2\n", kind="lora", seq_len=2048, global_batch=8, gpus=1) is None
+
+
+def _attempt(n, started, step=None, rows=None, ended=None):
+    return SimpleNamespace(n=n, started_at=started, ended_at=ended, step=step, rows_done=rows)
+
+
+def _spec(params, time=None, auto=True):
+    return SimpleNamespace(params=params, resources=SimpleNamespace(time=time), resume=SimpleNamespace(auto=auto))
+
+
+def test_eta_from_the_running_attempt_only():
+    spec = _spec({"steps": 1000}, time="1:00:00")
+    # attempt 1 reached step 400; attempt 2 resumed there and did 100 steps in 100 s
+    attempts = [_attempt(1, 0, step=400, ended=3600), _attempt(2, 4000, step=500)]
+    eta = eta_of(spec, attempts, 4100)
+    assert eta["rate_per_s"] == 1.0 and eta["remaining_seconds"] == 500 and eta["warning"] is None
+    slow = eta_of(spec, [_attempt(1, 1000, step=100)], 2000)  # 0.1 step/s: 9,000 s left, 2,600 s in the limit
+    assert slow["remaining_seconds"] == 9000
+    assert "reaches its 1:00:00 time limit in 0:43:20" in slow["warning"] and "~2 more segments" in slow["warning"]
+    assert "resumes from its last checkpoint" in slow["warning"]
+    assert "will not run" in eta_of(_spec({"steps": 1000}, "1:00:00", auto=False), [_attempt(1, 1000, step=100)], 2000)["warning"]
+
+
+def test_eta_prefers_the_jobs_own_progress_times():
+    spec = _spec({"steps": 300}, time="0:01:00")
+    # first seen running at t=1012 (status ran late), but the job wrote step 1 at t=1000 and step 25 at t=1012
+    points = [(1.0, 1000.0), (10.0, 1004.5), (25.0, 1012.0)]
+    eta = eta_of(spec, [_attempt(1, 1012, step=25)], 1012.5, points=points)
+    assert eta["rate_per_s"] == 2.0 and eta["remaining_seconds"] == 137.5
+    assert "time limit in 0:00:48" in eta["warning"]  # counted from the first point, not from the late sighting
+    assert eta_of(spec, [_attempt(1, 1012, step=25)], 1012.5)["rate_per_s"] == 50.0  # what the sighting alone says
+
+
+def test_no_eta_without_progress_or_total():
+    assert eta_of(_spec({"steps": 1000}), [_attempt(1, 1000)], 1100) is None
+    assert eta_of(_spec({}), [_attempt(1, 1000, rows=10)], 1100) is None
+    rows = eta_of(_spec({}), [_attempt(1, 1000, rows=10)], 1100, total_hint=110)
+    assert rows["unit"] == "rows" and rows["remaining_seconds"] == 1000
+    assert eta_of(_spec({"steps": 10}), [_attempt(1, 1000, step=5, ended=1050)], 1100) is None  # not running
+
+
+def test_tuning_set_is_kept_within_the_goal():
+    """Training and vLLM within the goal. The project's H200 VM ran transformers generate ~2x slower than
+    the bare-metal per-op prior (its vCPUs): those five cases are kept, and kept from drifting further."""
+    rows = time_eval.score(time_eval.load("tuning"))
+    vm = [r for r in rows if r["engine"] == "hf" and r["group"] == "inference"]
+    rest = [r for r in rows if r not in vm]
+    summary = time_eval.summary(rest)
+    assert len(rest) >= 20 and summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
+    assert len(vm) == 5 and all(1.0 < r["ratio"] < 2.5 for r in vm), time_eval.table(rows)
+
+
+def test_held_out_training_is_within_2x():
+    """Scored after the constants were frozen; `python tests/estimator/time_eval.py` prints every case."""
+    rows = time_eval.score(time_eval.load("heldout"))
+    training = [r for r in rows if r["group"] == "training"]
+    assert len(training) >= 13 and time_eval.summary(training)["within_2x"] >= 0.95, time_eval.table(rows)
+
+
+@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 58 cases, 50% within "
+                   "1.5x, 74% within 2x. Training 13/13 within 2x; transformers generate 24/26 within 2x (the host CPU "
+                   "moves it 0.54-1.17x; MoE in transformers 10x too fast); SGLang batch 1 on the H20 5/16 within 2x "
+                   "(up to 3.1x too fast); vLLM reports 1.3x, 3.0x, 3.6x. Constants are not refitted to held-out cases")
+def test_held_out_meets_the_issue_goal():
+    summary = time_eval.summary(time_eval.score(time_eval.load("heldout")))
+    assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95
+
+
+def test_held_out_cases_cite_their_source():
+    for case in time_eval.load("heldout") + time_eval.load("tuning"):
+        assert case["url"].startswith("http") or case["url"] == "measured on an H200 in this project", case["id"]
+        assert case["quote"] and case["measured"] > 0
