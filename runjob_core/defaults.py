@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import attrs
 import pluggy
@@ -52,18 +53,28 @@ def runjob_resume(job, submission, status, context):
 
     A checkpoint counts only if its completion marker (written by
     ``runjob_core.job.checkpoint_saved`` after the files) lists files whose sizes still
-    match. Without any, the job resumes from its results alone (rows already written are
-    skipped by ``ResultsWriter``).
+    match, or, for a Trainer ``checkpoint-N`` folder without a marker, if Trainer's last
+    file in it is whole (:func:`_verify_trainer_checkpoint`). Without any, the job resumes
+    from its results alone (rows already written are skipped by ``ResultsWriter``).
     """
     transport = context.transport_for(submission)
     root = submission.checkpoint_dir
     best, best_step, skipped = None, -1, []
     if root:
-        for info in transport.listdir_recursive(root):
-            if not info.path.endswith("/.runjob_complete") or info.path.count("/") != 1:
+        listing = transport.listdir_recursive(root)
+        marked = {info.path.split("/", 1)[0] for info in listing if info.path.endswith("/.runjob_complete")}
+        for info in listing:
+            if info.path.count("/") != 1:
                 continue
-            folder = root.rstrip("/") + "/" + info.path.rsplit("/", 1)[0]
-            verdict = _verify_checkpoint(transport, folder)
+            name, file = info.path.split("/")
+            folder = root.rstrip("/") + "/" + name
+            if file == ".runjob_complete":
+                verdict = _verify_checkpoint(transport, folder)
+            elif file == _TRAINER_STATE and name not in marked and _TRAINER_FOLDER.fullmatch(name):
+                # A Trainer job that calls nothing of runjob's: its own folders count.
+                verdict = _verify_trainer_checkpoint(transport, folder, int(name.rsplit("-", 1)[1]))
+            else:
+                continue
             if verdict is None:
                 skipped.append(folder)
                 continue
@@ -81,6 +92,29 @@ def runjob_resume(job, submission, status, context):
         step=best_step,
         env={"RUNJOB_RESUME_STEP": str(best_step)},
     )
+
+
+#: transformers.Trainer's checkpoint folders and the file it writes last in each.
+_TRAINER_FOLDER = re.compile(r"checkpoint-\d+")
+_TRAINER_STATE = "trainer_state.json"
+
+
+def _verify_trainer_checkpoint(transport, folder: str, step: int) -> int | None:
+    """The step of a Trainer ``checkpoint-N`` folder without runjob's marker, or None.
+
+    Trainer writes ``trainer_state.json`` after the weights, optimizer and RNG states, so
+    a folder holding it whole (it parses, its ``global_step`` is N) had its save finished;
+    the weights' safetensors headers are checked as for a marked checkpoint."""
+    try:
+        state = json.loads(transport.read_text(f"{folder}/{_TRAINER_STATE}") or "")
+    except ValueError:
+        return None
+    if not isinstance(state, dict) or state.get("global_step") != step:
+        return None
+    for info in transport.listdir_recursive(folder):
+        if info.path.endswith(".safetensors") and not _safetensors_header_ok(transport, f"{folder}/{info.path}", info.size):
+            return None
+    return step
 
 
 def _verify_checkpoint(transport, folder: str) -> int | None:

@@ -382,6 +382,16 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     return submission
 
 
+def _runs_a_copy(context: RunContext, cluster: ClusterConfig) -> bool:
+    """Whether jobs of *cluster* run a synced copy of their workdir (any remote host), not the
+    folder itself (this machine): only a copy keeps the code its job started with."""
+    from runjob_core.transport import LocalTransport
+
+    if context.backend_info(cluster.type).machine_per_job:
+        return True
+    return not isinstance(context.transport(cluster), LocalTransport)
+
+
 def _code_started_with(context: RunContext, job_id: str, n: int) -> dict[str, str] | None:
     """The workdir hashes the job's earlier attempts ran (None for its first attempt)."""
     earlier = [e for e in context.store.events(job_id, kinds=("code",)) if e.attempt is not None and e.attempt < n]
@@ -467,7 +477,7 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
     if config.spec_hash(job) != row.spec_hash:
         raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
     cluster = cluster_for(context, job)
-    if job.workdir and not accept_code_changes:
+    if job.workdir and not accept_code_changes and _runs_a_copy(context, cluster):
         # Changed code is refused before an attempt is recorded: the job's own record stays as it was.
         latest = context.store.latest_attempt(row.id)
         started_with = _code_started_with(context, row.id, latest.n + 1 if latest else 1)

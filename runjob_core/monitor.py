@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _cyclememo, _plugin_errors, _watch, lifecycle, plugins
+from runjob_core import _cyclememo, _log_progress, _plugin_errors, _watch, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
@@ -263,6 +263,8 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     window, offset = ("", None) if waiting else _new_log_text(context, transport, attempt, submission, final=status.terminal)
     if window:
         changed = True
+        if not (progress and isinstance(progress.get("step"), int)):
+            updates.update(_log_progress.updates(attempt, window))  # a plain Trainer script's bar
     if progress or window:
         metrics_history.observe(context, transport, attempt, submission, progress, window)
     findings: list[Finding] = []
@@ -441,7 +443,9 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
     budget_states = {k for k, v in RESUMABLE_STATES.items() if v == budget_key} | ({LOST} if budget_key == "max_preemptions" else set())
     used = sum(1 for a in attempts if a.state in budget_states)
     if len(attempts) >= policy.max_attempts or used > getattr(policy, budget_key):
-        message = f"{status.state}: not resuming, the budget is spent ({len(attempts)} attempts; resume.{budget_key}={getattr(policy, budget_key)})"
+        # Name the budget that actually ran out: the attempts in all, or this kind of ending.
+        spent = "max_attempts" if len(attempts) >= policy.max_attempts else budget_key
+        message = f"{status.state}: not resuming, the budget is spent ({len(attempts)} attempts; resume.{spent}={getattr(policy, spent)})"
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return
@@ -464,8 +468,11 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         return
     at = f" at step {latest.step}" if latest.step is not None else (f" after {latest.rows_done} rows" if latest.rows_done else "")
     what = {TIMEOUT: "timed out", PREEMPTED: "was preempted", NODE_FAIL: "lost its node", LOST: "lost its machine"}[status.state]
+    if status.exit_code == RESUME_EXIT_CODE:
+        what = "saved on the time-limit warning"  # exit 75: nothing was lost, unlike a timeout
     source = f"checkpoint {plan.checkpoint}" if plan.checkpoint else "its results so far"
-    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source)
+    context.event(row.id, "resuming", f"Job {what}{at}. Resuming from {source}. ({plan.reason})", attempt=attempt.n, source=plan.source,
+                  resume_step=plan.step)  # the report's steps lost per resume
     try:
         lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=attempt.n)
     except RunjobError as exc:

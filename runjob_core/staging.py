@@ -96,11 +96,14 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     place. Returns the hashes of the workdir's files (None for a job without ``workdir:``).
 
     *started_with* (a resumed attempt) are the hashes its job started with: a workdir
-    changed since is refused with the files named, unless *accept_changes* (``--force``)."""
+    changed since is refused with the files named, unless *accept_changes* (``--force``),
+    for jobs that run a synced copy (remote clusters); a local job runs the folder itself."""
     hashes = None
     if job.workdir:
         source = Path(layout.sync_from) if layout.sync_from else Path(job.base_dir, job.workdir).resolve()
-        hashes = check_code(source, job, started_with, accept_changes=accept_changes)
+        # A job on this machine runs in the folder itself, and writes there: what it wrote is
+        # no code change. Only a synced work copy keeps the code its job started with.
+        hashes = check_code(source, job, started_with if layout.sync_from else None, accept_changes=accept_changes)
     files = {
         rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),

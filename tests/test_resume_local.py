@@ -104,3 +104,100 @@ def test_resume_keeps_the_spec_hash(ctx):
     from runjob_core.config import spec_hash
 
     assert spec_hash(ctx.store.get_job(row.id).spec) == row.spec_hash
+
+
+SAVE_AND_EXIT = """\
+import os, sys
+from runjob_core.job import progress, RESUME_EXIT_CODE
+attempt = int(os.environ["RUNJOB_ATTEMPT"])
+progress(step=10 * attempt)
+sys.exit(0 if attempt >= int(sys.argv[1]) else RESUME_EXIT_CODE)
+"""
+
+
+def test_an_exit_75_save_is_reported_as_a_save_not_a_timeout(ctx, runjob_home):
+    (runjob_home / "save.py").write_text(SAVE_AND_EXIT)
+    row = run_to_end(ctx, {"name": "saver", "command": f"{sys.executable} save.py 2"})
+    assert [a.state for a in ctx.store.attempts(row.id)] == ["FAILED", "COMPLETED"]
+    message = ctx.store.events(row.id, kinds=("resuming",))[0].message
+    assert message.startswith("Job saved on the time-limit warning at step 10.") and "timed out" not in message
+
+
+def test_a_refusal_names_max_attempts_when_that_ran_out(ctx, runjob_home):
+    (runjob_home / "save.py").write_text(SAVE_AND_EXIT)
+    row = run_to_end(ctx, {"name": "saver", "command": f"{sys.executable} save.py 9",
+                           "resume": {"max_attempts": 2, "max_timeouts": 5}})
+    assert len(ctx.store.attempts(row.id)) == 2
+    assert "resume.max_attempts=2" in row.outcome and "max_timeouts" not in row.outcome
+
+
+def _trainer_folder(root: Path, step: int, state_text: str | None = None) -> Path:
+    """A checkpoint-N folder laid out as transformers.Trainer writes it (weights, optimizer, state)."""
+    folder = root / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
+    (folder / "optimizer.pt").write_bytes(b"x" * 64)
+    if state_text is None:
+        state_text = json.dumps({"global_step": step, "max_steps": 100, "log_history": []})
+    (folder / "trainer_state.json").write_text(state_text)
+    return folder
+
+
+def test_trainer_checkpoint_folders_count_without_the_marker(ctx):
+    from runjob_core import resume
+
+    row = run_to_end(ctx, {"name": "plain-trainer", "command": "true", "resume": {"auto": False}})
+    root = Path(ctx.store.latest_attempt(row.id).submission.checkpoint_dir)
+    _trainer_folder(root, 20)
+    _trainer_folder(root, 40)
+    _trainer_folder(root, 60, state_text='{"global_step": 60, "log_hi')  # killed while writing its last file
+    (root / "checkpoint-80").mkdir()  # killed before Trainer wrote its state at all
+    (root / "checkpoint-80" / "model.safetensors").write_bytes(b"\0" * 16)
+    ctx.store.update_attempt(row.id, 1, state="TIMEOUT")
+    ctx.store.set_job(row.id, outcome=None)
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    assert (plan.checkpoint, plan.step) == (str(root / "checkpoint-40"), 40)
+
+
+TRAIN_AND_SAVE = """\
+import json, os, sys
+from pathlib import Path
+from runjob_core.job import checkpoint_saved, exit_to_resume, progress
+total = json.load(open(os.environ["RUNJOB_PARAMS"]))["max_steps"]
+start = int(os.environ.get("RUNJOB_RESUME_STEP") or 0)
+first = os.environ["RUNJOB_ATTEMPT"] == "1"
+for step in range(start + 1, total + 1):
+    progress(step=step, loss=10.0 / step)
+    if step % 20 == 0:
+        folder = Path(os.environ["RUNJOB_CHECKPOINT_DIR"]) / f"step-{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "state.json").write_text(json.dumps({"step": step}))
+        checkpoint_saved(folder, step=step)
+    if first and step == 30:
+        exit_to_resume()  # 10 steps past the checkpoint at 20: redone by the next attempt
+"""
+
+
+def test_the_report_has_a_training_section(ctx, runjob_home):
+    from runjob_core.reporting import render, report
+
+    (runjob_home / "train.py").write_text(TRAIN_AND_SAVE)
+    row = run_to_end(ctx, {"name": "trainer", "template": "training", "command": f"{sys.executable} train.py",
+                           "params": {"max_steps": 50}})
+    assert [a.state for a in ctx.store.attempts(row.id)] == ["FAILED", "COMPLETED"]
+    built = report.build_report(ctx.store, row)
+    assert built["training"] == {"steps_done": 50, "steps_total": 50, "final_loss": 0.2, "steps_lost_per_resume": [10]}
+    assert ("training", "step 50 of 50, final loss 0.2, steps redone per resume: 10") in render.statistics_rows(built)
+
+
+def test_a_launcher_that_turns_a_save_into_exit_1_still_reports_75(ctx, runjob_home):
+    # torchrun exits 1 when its workers exit 75; exit_to_resume() left $RUNJOB_STOP_FILE.saved.
+    (runjob_home / "save.py").write_text(SAVE_AND_EXIT.replace("sys.exit(0 if", "from runjob_core.job import exit_to_resume\n"
+                                                                "exit_to_resume() if attempt < int(sys.argv[1]) else sys.exit(0)\nsys.exit(0 if"))
+    row = run_to_end(ctx, {"name": "launched", "template": "training",
+                           "command": f"{sys.executable} save.py 2 || exit 1"})
+    attempts = ctx.store.attempts(row.id)
+    assert [(a.state, a.exit_code) for a in attempts] == [("FAILED", 75), ("COMPLETED", 0)]
+    log = Path(attempts[0].submission.log_path).read_text()
+    assert "the job saved on the time-limit warning (exit 1): exit 75, resume me" in log

@@ -57,6 +57,9 @@ import click
               help="QLoRA 4-bit base: bitsandbytes (HF/PEFT) or torchao (torchtune).")
 @click.option("--hf-prompt-logits", type=click.Choice(["last", "all"]), default="last", show_default=True,
               help="engine hf: prefill logits of the last position (transformers >= 4.45) or of all positions (older).")
+@click.option("--vllm-version", default=None, metavar="X.Y.Z",
+              help="engine vllm: the release (before 0.6.4 the CUDA context counts inside gpu_memory_utilization; "
+                   "before 0.8 the profile run is max(max_model_len, 2048) tokens). Default: a current release.")
 @click.option("--compile", "torch_compile", is_flag=True, default=False,
               help="Training with a torch.compile'd loss (torchtune compile: True): no fp32 copies of the logits.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Training: optimizer steps (work = steps x global batch x seq len).")
@@ -100,6 +103,7 @@ def command(
     loss: str,
     nf4_backend: str,
     hf_prompt_logits: str,
+    vllm_version: str | None,
     torch_compile: bool,
     steps: int | None,
     grad_accum: int,
@@ -151,6 +155,7 @@ def command(
         loss=loss,
         nf4_backend=nf4_backend,
         hf_prompt_logits=hf_prompt_logits,
+        vllm_version=vllm_version,
         torch_compile=torch_compile,
     )
     seen, rate = _measured(est)

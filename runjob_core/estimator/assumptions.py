@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runjob_core.estimator import vllm_versions
+
 
 def assumptions_of(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> tuple[str, ...]:
     """One line per deciding assumption of *est* (a MemoryEstimate) made with settings *kw*."""
@@ -22,14 +24,25 @@ def _inference(est: Any, kw: dict[str, Any]) -> list[str]:
     b = est.breakdown
     context = f"CUDA context {b.get('cuda_context_gib', 0.5):.2f} GiB per process"
     if est.engine == "vllm":
+        version = kw.get("vllm_version")
+        parsed = vllm_versions.parse_version(version)
+        profile = (f"vLLM {version}: V0 without chunked prefill, max(max_model_len, 2048) unless given"
+                   if vllm_versions.runs_v0(parsed) else "chunked prefill, vLLM V1")
+        if vllm_versions.context_inside_budget(parsed):
+            where = (f"vLLM {version} counts the whole device's used memory (total - free): CUDA context, cuBLAS "
+                     f"and NCCL {b.get('non_torch_gib', 0.0):.2f} GiB inside the budget; only CUDA graphs "
+                     f"{b.get('cuda_graphs_gib', 0.0):.2f} GiB outside it")
+        else:
+            where = (f"non-torch memory (NCCL, cuBLAS) {b.get('non_torch_gib', 0.0):.2f} GiB inside the budget; "
+                     f"{context} and CUDA graphs {b.get('cuda_graphs_gib', 0.0):.2f} GiB outside it"
+                     + ("" if version else " (vLLM >= 0.6.4; set vllm_version for older releases)"))
         return [
             f"vLLM budget = gpu_memory_utilization {kw['gpu_memory_utilization']} x {est.gpu_vram_gib:.1f} GiB; "
             "KV cache = budget - weights - profile-run peak - non-torch memory",
-            f"profile run over {b.get('max_num_batched_tokens')} tokens (max_num_batched_tokens; chunked prefill, vLLM V1); "
+            f"profile run over {b.get('max_num_batched_tokens')} tokens (max_num_batched_tokens; {profile}); "
             f"its peak is the larger of one layer's transients and the sampler's buffers for "
             f"{kw['max_num_seqs']} sequences ({b.get('sampler_gib', 0.0):.2f} GiB)",
-            f"non-torch memory (NCCL, cuBLAS) {b.get('non_torch_gib', 0.0):.2f} GiB inside the budget; "
-            f"{context} and CUDA graphs {b.get('cuda_graphs_gib', 0.0):.2f} GiB outside it",
+            where,
         ]
     if est.engine == "sglang":
         return [

@@ -72,6 +72,9 @@ PEAKS: tuple[GPUPeaks, ...] = (
     GPUPeaks("T4", 65.0, None, 320.0, 16.0, "PCIe 3.0 x16",
              "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
              "T4: mixed-precision FP16 65 TFLOPS, 320 GB/s; no BF16 (jobs run in fp16)"),
+    GPUPeaks("A2", 18.0, None, 200.0, 16.0, "PCIe 4.0 x8",
+             "https://www.nvidia.com/content/dam/en-zz/solutions/data-center/a2/pdf/a2-datasheet.pdf",
+             "A2: BF16/FP16 tensor 18 TFLOPS dense (36 with sparsity), 200 GB/s GDDR6, PCIe Gen4 x8"),
 )
 
 _BY_NAME = {p.name: p for p in PEAKS}

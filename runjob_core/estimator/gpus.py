@@ -115,6 +115,13 @@ GPUS: tuple[GPUSpec, ...] = (
         "OOM message on a Colab T4: 'GPU 0 has a total capacity of 14.75 GiB' (nvidia-smi 15360MiB)",
         ("t4", "teslat4", "t416gb"),
     ),
+    GPUSpec(
+        "A2", 16, _gib(14.75),
+        "https://www.nvidia.com/content/dam/en-zz/solutions/data-center/a2/pdf/a2-datasheet.pdf",
+        "estimated: the datasheet's 16 GB GDDR6 with ECC, the T4's board memory (PyTorch total 14.75 GiB); "
+        "no PyTorch report for an A2 found",
+        ("a2", "a216gb", "a2tensorcore"),
+    ),
 )
 
 

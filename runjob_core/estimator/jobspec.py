@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from runjob_core.errors import RunjobError
+from runjob_core.estimator.vllm_versions import parse_version
 
 ENGINES = ("vllm", "hf", "sglang")
 _KIND_OF_TEMPLATE = {"vllm": "inference", "training": "full_ft"}
@@ -140,6 +141,13 @@ def estimate_args(job, cluster) -> tuple[str, str, str, dict[str, Any]] | None:
             if value not in allowed:
                 raise _bad(job, f"params.{key}", value, f"use {', '.join(allowed)}")
             kw[key] = value
+    vllm_version = job.params.get("vllm_version")
+    if vllm_version is not None:
+        try:
+            parse_version(str(vllm_version))
+        except RunjobError:
+            raise _bad(job, "params.vllm_version", vllm_version, "write the release as pip shows it, e.g. 0.6.3") from None
+        kw["vllm_version"] = str(vllm_version)
     dropout = job.params.get("lora_dropout")
     if dropout is not None:
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (0 <= dropout < 1):

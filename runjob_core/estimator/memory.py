@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from runjob_core.errors import RunjobError
+from runjob_core.estimator import vllm_versions
 from runjob_core.estimator.arch import Arch, arch_from_config, count_params, kv_bytes_per_token
 from runjob_core.estimator.gpus import GIB, GPUSpec, lookup_gpu
 from runjob_core.estimator.resolve import ResolvedModel, resolve_model
@@ -295,6 +296,7 @@ def estimate(
     nf4_backend: str = "bnb",
     hf_prompt_logits: str = "last",
     torch_compile: bool = False,
+    vllm_version: str | None = None,
     suggest: bool = True,
 ) -> MemoryEstimate:
     """Estimate the per-GPU peak memory of running ``model`` as ``kind`` on ``gpu``.
@@ -327,7 +329,11 @@ def estimate(
     NF4 tensors: frozen layers keep no input); ``hf_prompt_logits`` for engine hf: ``last``
     (transformers >= 4.45 projects only the last prompt position) or ``all`` (older versions:
     fp32 logits for every prompt position); ``torch_compile`` (training): the loss is
-    compiled, which removes its fp32 copies (the only compile saving modelled).
+    compiled, which removes its fp32 copies (the only compile saving modelled);
+    ``vllm_version`` (engine vllm, e.g. ``"0.6.3"``): releases before 0.6.4 count the CUDA
+    context inside ``gpu_memory_utilization`` and, before 0.8, profile
+    ``max(max_model_len, 2048)`` tokens (:mod:`runjob_core.estimator.vllm_versions`); unset
+    means a current release.
     """
     ctx = _context(model)
     g = lookup_gpu(gpu)
@@ -364,6 +370,7 @@ def estimate(
         nf4_backend=nf4_backend,
         hf_prompt_logits=hf_prompt_logits,
         torch_compile=torch_compile,
+        vllm_version=vllm_version,
         suggest=suggest,
     )
 
@@ -403,6 +410,7 @@ def _estimate(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         _check_positive("tp", kw["tp"])
     if kw["zero_stage"] not in (0, 1, 2, 3):
         raise RunjobError(f"zero_stage must be 0, 1, 2 or 3, got {kw['zero_stage']!r}")
+    vllm_versions.parse_version(kw.get("vllm_version"))  # a bad version fails here, named, for every engine
     gmu = kw["gpu_memory_utilization"]
     if not (0 < gmu <= 1):
         raise RunjobError(f"gpu_memory_utilization must be in (0, 1], got {gmu!r}")
@@ -460,11 +468,20 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     w = w_total / tp
     kv_tok_model = kv_bytes_per_token(a, kvb, 1)
     kv_tok = kv_bytes_per_token(a, kvb, tp)
-    mnbt = kw["max_num_batched_tokens"] or default_batched_tokens(g)
+    version = vllm_versions.parse_version(kw.get("vllm_version"))
+    mnbt = (kw["max_num_batched_tokens"] or vllm_versions.v0_default_batched_tokens(version, max_len)
+            or default_batched_tokens(g))
     act = vllm_activation_bytes(a, mnbt, act_b, tp, kw["max_num_seqs"])
-    non_torch = (NON_TORCH_GIB_TP1 if tp == 1 else NON_TORCH_GIB_TP) * GIB
     graphs = 0.0 if kw["enforce_eager"] else CUDA_GRAPHS_GIB * GIB
-    context = CUDA_CONTEXT_GIB * GIB
+    if vllm_versions.context_inside_budget(version):
+        # V0 before 0.6.4 measured ``total - free`` after the profile run: the context and
+        # every non-torch allocation are inside the budget; only the graphs come after it
+        tp_extra = 0.0 if tp == 1 else NON_TORCH_GIB_TP - NON_TORCH_GIB_TP1
+        non_torch = (vllm_versions.V0_DEVICE_NON_TORCH_GIB_TP1 + tp_extra) * GIB
+        context = 0.0
+    else:
+        non_torch = (NON_TORCH_GIB_TP1 if tp == 1 else NON_TORCH_GIB_TP) * GIB
+        context = CUDA_CONTEXT_GIB * GIB
     vram = g.total_bytes
     budget = vram * kw["gpu_memory_utilization"]
     non_kv = w + act + non_torch
@@ -479,8 +496,8 @@ def _inference(ctx: _Ctx, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         headroom = min(headroom, vram - (context + budget + graphs))
         notes.append(
             f"gpu_memory_utilization {kw['gpu_memory_utilization']} leaves "
-            f"{_gib(vram - budget):.2f} GiB outside vLLM's budget, less than the CUDA context "
-            f"and CUDA graphs need ({_gib(context + graphs):.2f} GiB)"
+            f"{_gib(vram - budget):.2f} GiB outside vLLM's budget, less than "
+            f"{'the CUDA context and CUDA graphs' if context else 'the CUDA graphs'} need ({_gib(context + graphs):.2f} GiB)"
         )
     total = context + max(budget, non_kv + kv_req) + graphs
     if a.is_mla and tp > 1:

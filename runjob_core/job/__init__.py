@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set
 
 __all__ = ["ResultsWriter", "progress", "checkpoint_saved", "latest_checkpoint", "limit", "on_preempt_signal", "results_dir",
-           "uploader", "should_stop", "RESUME_EXIT_CODE"]
+           "uploader", "should_stop", "exit_to_resume", "RESUME_EXIT_CODE"]
 
 COMPLETE_MARKER = ".runjob_complete"
 
@@ -168,7 +169,7 @@ def progress(step: Optional[int] = None, rows_done: Optional[int] = None, total:
 #: nothing.
 HISTORY_FILE = "metrics.jsonl"
 _HISTORY_QUIET_SECONDS = 5.0
-_NOT_CURVES = {"last_checkpoint_at", "max_save_seconds"}
+_NOT_CURVES = {"last_checkpoint_at", "last_checkpoint_step", "max_save_seconds"}
 
 
 def _append_history(path: Path, attempt: int, now: float, step: Optional[int], rows_done: Optional[int],
@@ -197,7 +198,7 @@ def checkpoint_saved(path: "str | os.PathLike[str]", step: int, *, save_seconds:
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE_MARKER}
     marker = folder / COMPLETE_MARKER
     _atomic_write(marker, json.dumps({"step": step, "files": files, "saved_at": time.time(), **info}))
-    metrics: Dict[str, Any] = {"last_checkpoint": str(folder), "last_checkpoint_at": time.time()}
+    metrics: Dict[str, Any] = {"last_checkpoint": str(folder), "last_checkpoint_at": time.time(), "last_checkpoint_step": step}
     if save_seconds is not None:
         previous = _read_progress().get("metrics", {}).get("max_save_seconds") or 0
         metrics["max_save_seconds"] = max(float(previous), float(save_seconds))
@@ -252,8 +253,34 @@ def on_preempt_signal(handler: Optional[Callable[[], None]] = None, signum: int 
 
 
 def should_stop() -> bool:
-    """True once the time-limit warning arrived: save, then ``sys.exit(RESUME_EXIT_CODE)``."""
-    return _stop_requested
+    """True once the time-limit warning arrived: save, then :func:`exit_to_resume`.
+
+    The warning comes two ways: the signal (:func:`on_preempt_signal`), and the stop file
+    ``RUNJOB_STOP_FILE`` that the job script creates when the signal reaches it. The file is
+    what workers under torchrun or accelerate see: they run in sessions of their own, where
+    the scheduler's signal never arrives. One ``stat`` per call: cheap enough for every step.
+    """
+    if _stop_requested:
+        return True
+    stop_file = os.environ.get("RUNJOB_STOP_FILE")
+    return bool(stop_file) and os.path.exists(stop_file)
+
+
+def exit_to_resume() -> None:
+    """Leave with :data:`RESUME_EXIT_CODE` after saving on the warning: "saved, resume me".
+
+    Also records the save beside the stop file (``$RUNJOB_STOP_FILE.saved``), so the job
+    script still reports 75 when a launcher turns its workers' exit codes into its own
+    (torchrun exits 1 whenever a worker exits non-zero). Call it on every rank.
+    """
+    stop_file = os.environ.get("RUNJOB_STOP_FILE")
+    if stop_file:
+        try:
+            Path(stop_file + ".saved").touch()
+        except OSError as exc:
+            # The exit code alone still says it where no launcher stands in between.
+            print(f"[runjob] could not record the save beside {stop_file}: {exc}", file=sys.stderr)
+    raise SystemExit(RESUME_EXIT_CODE)
 
 
 def _parse_every(text: str) -> "tuple[Optional[float], Optional[int]]":

@@ -4,7 +4,9 @@
 Recognised (one metric dict per line; anything else is ignored):
 
 - HF Trainer and TRL: ``{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.1}``
-  (also JSON with double quotes). These carry no step: the caller numbers them in order.
+  (also JSON with double quotes, and transformers 5's numbers printed as strings:
+  ``{'loss': '0.6931'}``). These carry no step: the caller numbers them in order.
+  Trainer's end-of-run summary (``train_runtime``, ``train_loss``, ...) is not a curve.
 - verl's console logger: ``step:12 - actor/pg_loss:0.123 - critic/score/mean:0.5 - ...``
 - tqdm postfixes, as OpenRLHF prints them:
   ``Train step of epoch 0:  10%|#  | 10/100 [00:10<01:30, 1.00it/s, gpt_loss=1.23, lr=5e-06]``
@@ -21,7 +23,8 @@ import re
 #: (a printed config dict is not a metrics line).
 _METRIC_WORDS = ("loss", "reward", "acc", "score", "kl", "entropy", "grad_norm", "learning_rate", "perplexity")
 _STEP_KEYS = ("step", "global_step", "train/global_step")
-_DROP = {"epoch", "total_flos", "step", "global_step", "train/global_step"}
+_DROP = {"epoch", "total_flos", "step", "global_step", "train/global_step", "train_runtime", "train_samples_per_second",
+         "train_steps_per_second", "train_loss"}
 
 _DICT = re.compile(r"""\{\s*['"][^{}\n]*\}""")
 _VERL = re.compile(r"\bstep:(\d+)\s+-\s+(\S+:\s*[-+0-9.eEnaif]+(?:\s+-\s+\S+:\s*[-+0-9.eEnaif]+)*)")
@@ -83,6 +86,6 @@ def _from_dict(text: str) -> tuple[int | None, dict[str, float]] | None:
         return None
     step = next((int(value[k]) for k in _STEP_KEYS if isinstance(value.get(k), (int, float))
                  and not isinstance(value.get(k), bool)), None)
-    numbers = {k: f for k, v in value.items() if isinstance(k, str) and k not in _DROP and (f := _float(v)) is not None
-               and not isinstance(v, str)}
+    # transformers 5 prints its numbers as strings ({'loss': '1.128'}): those count too.
+    numbers = {k: f for k, v in value.items() if isinstance(k, str) and k not in _DROP and (f := _float(v)) is not None}
     return (step, numbers) if numbers else None

@@ -43,6 +43,13 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((f"empty {r['empty']['field']}", f"{r['empty']['rows']} ({r['empty']['rate']:.1%})"))
     if "duplicate_keys" in r:
         rows.append((f"duplicate {r['duplicate_keys']['field']}", str(r["duplicate_keys"]["rows"])))
+    training = report.get("training")
+    if training:
+        of = f" of {training['steps_total']}" if training["steps_total"] is not None else ""
+        loss = f", final loss {training['final_loss']:.4g}" if training["final_loss"] is not None else ""
+        lost = training["steps_lost_per_resume"]
+        again = f", steps redone per resume: {', '.join(map(str, lost))}" if lost else ""
+        rows.append(("training", f"step {training['steps_done']}{of}{loss}{again}"))
     res = report["resources"]
     cost = f", cost {res['cost']:.2f}" if res.get("cost") is not None else ""
     rows.append(("compute", f"{hms(res['run_seconds'])} running, {res['gpus']} GPUs, {res['gpu_hours']:g} GPU-hours{cost}"))

@@ -64,6 +64,9 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "code": [{"attempt": e.attempt, "hash": e.data.get("code_hash"), "files": len(e.data.get("files") or {})}
                  for e in events if e.kind == "code"],
     }
+    from runjob_core.reporting import training
+
+    report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",)))
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
     report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
     if row.kind == "canary":
@@ -430,6 +433,9 @@ def _next_steps(row, spec, state, report) -> list[str]:
         steps.append("fix the data: validation found empty or missing fields")
     if state == "FAILED" and not oom:
         steps.append(f"read why it failed: `runjob logs {row.id}`")
+    elif state == "CANCELLED" and (row.outcome or "").startswith("stopped:") and not oom:
+        # runjob stopped it on a health finding (a torchrun rank's exception): not "done".
+        steps.append(f"runjob stopped it ({row.outcome}): read why in `runjob logs {row.id}`, fix it, run again")
     closing = report["closing"]
     if state == "COMPLETED" and not closing["complete"]:
         collect_failed = any(item.startswith("collect failed") for item in closing["missing"])

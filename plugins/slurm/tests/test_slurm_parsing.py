@@ -321,3 +321,29 @@ def test_max_rss_field_takes_the_largest_step():
     assert P.max_rss_field(text) == "1.50G"
     assert P.max_rss_field("813|\n813.batch|\n") is None
     assert P.sacct_maxrss_argv("812") == ["sacct", "-n", "-P", "-o", "JobID,MaxRSS", "-j", "812"]
+
+
+# ----------------------------------------------------------------------------- the job's own ending
+
+
+def test_a_job_that_exited_0_after_its_limit_is_completed():
+    # Recorded: the batch script trapped SLURM's SIGTERM at the limit and exited 0.
+    rows = P.parse_sacct(fixture("sacct_steps_timeout_exit0.txt"))
+    assert rows["117"].state == "TIMEOUT" and rows["117.batch"].state == "COMPLETED"
+    info = P.merge(["117"], {}, rows)["117"]
+    assert (info.state, info.exit_code, info.signal) == ("COMPLETED", 0, None)
+    assert "exited 0" in info.reason
+    # Without its steps (sacct -X) the scheduler's word is all there is.
+    assert P.merge(["117"], {}, {"117": rows["117"]})["117"].state == "TIMEOUT"
+
+
+def test_a_job_that_saved_with_75_after_its_limit_is_a_save():
+    rows = P.parse_sacct(fixture("sacct_steps_timeout_exit75.txt"))
+    info = P.merge(["123"], {}, rows)["123"]
+    assert (info.state, info.exit_code) == ("FAILED", 75) and "saved" in info.reason
+
+
+def test_a_batch_step_killed_at_the_limit_stays_timeout():
+    rows = P.parse_sacct("40|40|TIMEOUT|0:0|None|1|61|cpu01|00:01:01\n"
+                         "40.batch|40.batch|CANCELLED|0:15||1|61|cpu01|00:01:01\n")
+    assert P.merge(["40"], {}, rows)["40"].state == "TIMEOUT"

@@ -25,6 +25,16 @@ def _seconds(every: str | None) -> float | None:
     return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)] if match else None
 
 
+def _steps(every: str | None) -> int | None:
+    """``checkpoint.every: 200 steps`` -> 200 (a bare number counts as steps too)."""
+    match = re.fullmatch(r"(\d+)\s*(?:steps?)?", (every or "").strip())
+    return int(match.group(1)) if match else None
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 class _Watch:
     """Per-submission state kept between cycles."""
 
@@ -32,6 +42,8 @@ class _Watch:
         self.scanner = _scan.LogScanner(max_tokens=job.model.max_tokens)
         self.policy = job.health
         self.checkpoint_every = _seconds(job.checkpoint.every)
+        self.checkpoint_every_steps = _steps(job.checkpoint.every)
+        self.first_step: int | None = None
         self.started = time.time()
         self.last_change = self.started
         self.last_progress: tuple | None = None
@@ -115,16 +127,44 @@ def _stalled(watch: _Watch, now: float) -> list[Finding]:
 
 
 def _checkpoint_late(watch: _Watch, progress: dict, now: float) -> list[Finding]:
+    if watch.checkpoint_every_steps:
+        return _checkpoint_late_in_steps(watch, progress)
     if not watch.checkpoint_every:
         return []
     metrics = progress.get("metrics") or {}
-    last = metrics.get("last_checkpoint_at") or watch.started
-    late = now - float(last)
+    # The progress file is shared by a job's attempts: a checkpoint of an earlier attempt is
+    # older than this one's start, and this attempt's clock starts when it does.
+    last = max(float(metrics.get("last_checkpoint_at") or 0), watch.started)
+    late = now - last
     if late > CHECKPOINT_SLACK * watch.checkpoint_every and _once(watch, f"checkpoint_late:{last}"):
         return [Finding(label="checkpoint_late", severity="warning", action="warn", source=SOURCE,
-                        message=f"no checkpoint for {late / 60:.0f} min (checkpoint.every is {watch.checkpoint_every / 60:.0f} min): "
+                        message=f"no checkpoint for {_duration(late)} (checkpoint.every is {_duration(watch.checkpoint_every)}): "
                                 "a time limit or preemption now would lose that work")]
     return []
+
+
+def _checkpoint_late_in_steps(watch: _Watch, progress: dict) -> list[Finding]:
+    """``checkpoint.every: N steps`` against the steps the job reports (``progress(step=)``,
+    RunjobCallback) and its last checkpoint's step (``checkpoint_saved``)."""
+    step = progress.get("step")
+    if not isinstance(step, int):
+        return []
+    last = (progress.get("metrics") or {}).get("last_checkpoint_step")
+    since = step - (int(last) if isinstance(last, (int, float)) else _first_step(watch, step))
+    every = watch.checkpoint_every_steps
+    if since > CHECKPOINT_SLACK * every and _once(watch, f"checkpoint_late_steps:{last}"):
+        where = f"since the checkpoint at step {int(last)}" if isinstance(last, (int, float)) else "since this attempt began"
+        return [Finding(label="checkpoint_late", severity="warning", action="warn", source=SOURCE,
+                        message=f"no checkpoint for {since} steps {where}, now at step {step} (checkpoint.every is "
+                                f"{every} steps): a time limit or preemption now would lose that work")]
+    return []
+
+
+def _first_step(watch: _Watch, step: int) -> int:
+    """The first step this attempt reported: a resume starts past 0."""
+    if watch.first_step is None:
+        watch.first_step = step
+    return watch.first_step
 
 
 def _disk_low(watch: _Watch, submission, context, now: float) -> list[Finding]:

@@ -85,6 +85,10 @@ class _Compiled:
         "terminated": P.TERMINATED_LENGTH,
         "context_trunc": P.CONTEXT_TRUNCATION,
         "tokenizer": P.TOKENIZER_OVERLENGTH,
+        # issue 30: torchrun's per-worker exit codes, chained exceptions, a bar before a traceback
+        "worker_exit": rb"\bexitcode\s*:\s*(-?\d+)",
+        "chained": rb"During handling of the above exception|The above exception was the direct cause",
+        "bar_end": rb".*(?:it/s|s/it|\?it/s)\]",
     }
 
     def __getattr__(self, name: str) -> "re.Pattern[bytes]":
@@ -94,6 +98,21 @@ class _Compiled:
 
 
 _RX = _Compiled()
+#: The exception torchrun (torch.distributed.elastic) raises when any worker exits non-zero.
+_LAUNCHER_SUMMARY = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+#: runjob_core.job.RESUME_EXIT_CODE: saved on the time-limit warning, resume me.
+RESUME_EXIT_CODE = 75
+
+
+def _without_progress_bar(prefix: bytes) -> bytes:
+    """A traceback header's prefix without the progress bar drawn before it on the same line
+    (``\r``-redrawn, no newline): what stays is the per-process label (``[rank1]:``) that the
+    following lines of the traceback carry too."""
+    prefix = prefix.rsplit(b"\r", 1)[-1]
+    bar = _RX.bar_end.match(prefix)
+    return prefix[bar.end():] if bar is not None else prefix
+
+
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -152,6 +171,8 @@ class _Event:
     n_records: int = 0
     exit_seen: bool = False
     explained: bool = False
+    chained: bool = False               # "During handling of the above exception..." seen after it
+    worker_exits: list = field(default_factory=list)  # torchrun's summary: each failed worker's exit code
     held: list = field(default_factory=list)
 
 
@@ -414,8 +435,9 @@ class LogScanner:
         hdr = _RX.header.search(rec)
         if ev is None:
             if hdr is not None:
-                prefix = rec[:hdr.start()].rstrip()
-                content = rec[len(prefix):]
+                cleaned = _without_progress_bar(rec[:hdr.start()])
+                prefix = cleaned.rstrip()
+                content = cleaned[len(prefix):] + rec[hdr.start():]
                 indent = len(content) - len(content.lstrip())
                 self._open_event(line, prefix, indent, headless=False)
                 return
@@ -427,8 +449,16 @@ class LogScanner:
                 self._open_event(line, prefix, max(0, indent - 1), headless=True)
             return
         ev.n_records += 1
+        if ev.phase == "after" and _RX.chained.search(rec) is not None:
+            ev.chained = True
         if hdr is not None:
-            ev.phase = "body"
+            if ev.exc_line and not ev.chained:
+                # Another process's traceback (a torchrun rank that died of the first one's
+                # exit): the first is complete, and the first exception is the cause.
+                self._decide()
+                self._traceback_step(rec, line, had_label)
+                return
+            ev.phase, ev.chained = "body", False
             return
         content = self._strip_prefix(rec, ev.prefix)
         body = content.lstrip()
@@ -448,6 +478,15 @@ class LogScanner:
                 self._decide()
             return                                  # code line of a frame
         # a line that is not part of the traceback text: lookahead
+        if ev.exc_text.startswith(_LAUNCHER_SUMMARY):
+            # torchrun's summary lists each failed worker's exit code: read them all first.
+            code = _RX.worker_exit.search(rec)
+            if code is not None:
+                ev.worker_exits.append(int(code.group(1)))
+            ev.n_after += 1
+            if ev.n_after >= LOOKAHEAD_LINES or ev.n_records > EVENT_MAX_RECORDS:
+                self._decide()
+            return
         if _RX.exit.search(rec) is not None:
             ev.exit_seen = True
             self._decide()
@@ -473,6 +512,10 @@ class LogScanner:
         for label, line, text, how in ev.held:
             self._out.append(_make_hit(label, line, text, caught=caught, **how))
         if ev.held or ev.explained:
+            return
+        if ev.worker_exits and set(ev.worker_exits) == {RESUME_EXIT_CODE}:
+            # torchrun's summary of workers that all saved on the time-limit warning and
+            # exited 75: no error, and a "stop" would refuse the resume the job asked for.
             return
         line = ev.exc_line or ev.start_line
         last = self._last_match.get("traceback")

@@ -34,9 +34,9 @@ def runjob_transport(cluster, context):
 
 @hookimpl
 def runjob_estimate(job, cluster, context):
-    from runjob_slurm import _backend
+    from runjob_slurm import _backend, _render
 
-    return _backend.check_partition_limits(job, cluster, context)
+    return _backend.check_partition_limits(job, cluster, context) or _render.margin_note(job)
 
 
 @hookimpl

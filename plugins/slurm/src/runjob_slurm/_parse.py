@@ -30,6 +30,8 @@ TIME_ENV = ["env", "SLURM_TIME_FORMAT=%s"]
 SQUEUE_FORMAT = "%i|%A|%T|%r|%S|%e|%M|%N|%P|%k|%j"
 SACCT_FIELDS = "JobID,JobIDRaw,State,ExitCode,Reason,Start,End,NodeList,Elapsed"
 SACCT_CHUNK = 200
+#: runjob_core.job.RESUME_EXIT_CODE: the job saved on purpose and wants resuming.
+RESUME_EXIT_CODE = 75
 SINFO_FORMAT = "%P|%a|%l|%c|%m|%G"
 
 #: Values SLURM prints for "no value".
@@ -408,8 +410,30 @@ class JobInfo(NamedTuple):
 
 #: Final states whose steps are worth a look: an ``srun`` step killed for memory leaves the
 #: job FAILED 1:0, and a job cancelled after a step was OOM-killed (runjob stops a job whose
-#: log shows the kill) says CANCELLED while its step says OUT_OF_MEMORY.
-STEPS_CHECKED = ("FAILED", "CANCELLED")
+#: log shows the kill) says CANCELLED while its step says OUT_OF_MEMORY. A TIMEOUT job's batch
+#: step may say the job's command ended by itself (see ``own_ending``).
+STEPS_CHECKED = ("FAILED", "CANCELLED", "TIMEOUT")
+
+
+def own_ending(sacct_rows: dict[str, SacctRow], job_id: str, state: str) -> tuple[str, int, str] | None:
+    """The job's own ending where it overrides SLURM's TIMEOUT: (state, exit code, reason).
+
+    SLURM enforces time limits on a timer (about every 30 s), so a job that finished its work
+    just after the limit is recorded as ``TIMEOUT 0:0`` while its batch step, the job script
+    itself, says ``COMPLETED 0:0``: the work is done and must not be resumed. A batch step
+    that exited 75 (``runjob_core.job.RESUME_EXIT_CODE``) saved on the warning and asked to be
+    resumed: that is a save, reported as the FAILED 75 the monitor resumes as such."""
+    batch = sacct_rows.get(f"{job_id}.batch")
+    if state != "TIMEOUT" or batch is None:
+        return None
+    code, signal = parse_exit_code(batch.exit_code)
+    if signal is not None:
+        return None
+    if batch.state == "COMPLETED" and code == 0:
+        return "COMPLETED", 0, "the job's command exited 0 just after the time limit (SLURM recorded TIMEOUT)"
+    if code == RESUME_EXIT_CODE:
+        return "FAILED", code, "the job saved and exited 75 to be resumed (SLURM recorded TIMEOUT)"
+    return None
 
 
 def needs_sacct(job_ids: Iterable[str], squeue_rows: dict[str, SqueueRow]) -> list[str]:
@@ -438,7 +462,9 @@ def merge(submitted_ids: Iterable[str], squeue_rows: dict[str, SqueueRow],
       job is reported RUNNING for one more poll rather than finished without an exit code.
     * Ids in neither are LOST.
     * A FAILED or CANCELLED job whose steps (``sacct_steps_argv``, merged into *sacct_rows*)
-      include an OUT_OF_MEMORY step becomes OUT_OF_MEMORY."""
+      include an OUT_OF_MEMORY step becomes OUT_OF_MEMORY.
+    * A TIMEOUT job whose batch step ended by itself with 0 (or 75) is what its batch step
+      says (``own_ending``): the job's own ending wins over the scheduler's timer."""
     result = {}
     for job_id in submitted_ids:
         queued, accounted = squeue_rows.get(job_id), sacct_rows.get(job_id)
@@ -454,7 +480,10 @@ def merge(submitted_ids: Iterable[str], squeue_rows: dict[str, SqueueRow],
         else:
             result[job_id] = JobInfo("LOST", "neither squeue nor sacct knows this job", None, None, None, None, None)
             continue
-        if state in STEPS_CHECKED and (steps := oom_steps(sacct_rows, job_id)):
+        if (ending := own_ending(sacct_rows, job_id, state)) is not None:
+            state, code, reason = ending
+            signal = None
+        elif state in STEPS_CHECKED and (steps := oom_steps(sacct_rows, job_id)):
             then = "; the job was cancelled afterwards" if state == "CANCELLED" else ""
             state, reason = "OUT_OF_MEMORY", f"step {steps[0]} ran out of memory{then}"
         if state == "PENDING":  # squeue's %S/%e are estimates until the job starts

@@ -1,0 +1,126 @@
+"""HF Trainer through runjob on the real SLURM cluster, as users write it: with
+RunjobCallback, and as a plain script that calls nothing of runjob's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runjob_core import lifecycle, monitor
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+@pytest.fixture
+def ctx(runjob_home, slurm_env, project):
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
+    context = lifecycle.open_context()
+    yield context
+    for job_id in {a.job_id for a in context.store.active_attempts()}:
+        lifecycle.cancel(context, context.store.get_job(job_id))
+    context.close()
+
+
+def submit(ctx, name, command, **fields):
+    job = BackendContract().job_spec(name, command, workdir="project", env=OFFLINE, **fields)
+    row, _ = lifecycle.submit(ctx, job, lifecycle.cluster_for(ctx, job))
+    return row
+
+
+def remote_json(ctx, path):
+    return json.loads(ctx.transport(ctx.clusters["under-test"]).read_text(path))
+
+
+def checkpoints(ctx, row):
+    transport = ctx.transport(ctx.clusters["under-test"])
+    root = ctx.store.latest_attempt(row.id).submission.checkpoint_dir
+    return sorted({info.path.split("/", 1)[0] for info in transport.listdir_recursive(root)})
+
+
+def test_trainer_with_the_callback_saves_on_the_warning_and_ends_at_max_steps(ctx, frameworks_python):
+    # SLURM may send the warning up to 60 s before the margin: with a 1-minute limit it comes
+    # before a loaded machine has even imported torch (measured: 40-50 s to start here), and
+    # every attempt saves after one step. With 2 minutes it comes 50-110 s in. The first
+    # attempt's steps take 1 s: it cannot finish before the warning on any machine. Later
+    # attempts run at full speed; each saves again if warned again.
+    row = submit(ctx, "hf-callback",
+                 f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 80 --save-steps 50 "
+                 "--callback --step-seconds 1.0 --slow-attempts 1",
+                 template="training", resources={"time": "2"}, checkpoint={"signal_margin": 10},
+                 resume={"max_attempts": 8})
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    attempts = ctx.store.attempts(row.id)
+    assert attempts[-1].state == "COMPLETED", [(a.state, a.exit_code, a.reason) for a in attempts]
+    # Every attempt before the last saved on the warning (exit 75), none lost its work to SIGTERM.
+    assert [(a.state, a.exit_code) for a in attempts[:-1]] == [("FAILED", 75)] * (len(attempts) - 1) and len(attempts) >= 2
+    summary = remote_json(ctx, attempts[-1].submission.results_dir + "/summary.json")
+    assert summary["global_step"] == 80 and summary["attempt"] == len(attempts)
+    assert all(f"checkpoint-{n}" not in checkpoints(ctx, row) for n in range(81, 85))
+    resumed = [e.message for e in ctx.store.events(row.id, kinds=("resuming",))]
+    assert resumed[0].startswith("Job saved on the time-limit warning at step ") and "checkpoint-" in resumed[0]
+    # The callback reported the step and the loss; the monitor read them.
+    assert attempts[0].step and 0 < attempts[0].step < 80
+
+
+def test_a_plain_trainer_script_times_out_and_resumes_from_its_own_checkpoints(ctx, frameworks_python):
+    # The first attempt's 160 steps of 0.5 s cannot end before SLURM's kill (60-90 s in);
+    # the resumed one runs at full speed.
+    row = submit(ctx, "hf-plain",
+                 f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 160 --save-steps 20 "
+                 "--step-seconds 0.5 --slow-attempts 1",
+                 resources={"time": "1"})
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    attempts = ctx.store.attempts(row.id)
+    assert attempts[0].state == "TIMEOUT" and attempts[-1].state == "COMPLETED", \
+        [(a.state, a.exit_code, a.reason, a.step) for a in attempts]
+    # No marker, no progress() call: the step came from Trainer's own bar in the log.
+    assert attempts[0].step and attempts[0].step > 0
+    resumed = ctx.store.events(row.id, kinds=("resuming",))[0].message
+    assert "Resuming from checkpoint " in resumed and "/checkpoint-" in resumed
+    summary = remote_json(ctx, attempts[-1].submission.results_dir + "/summary.json")
+    assert summary["global_step"] == 160
+    assert "checkpoint-161" not in checkpoints(ctx, row)
+
+
+def _trainer_pid(job_id: str) -> int:
+    """The pid of this SLURM job's Trainer process: its environment names the job (the test
+    cluster's node is this machine), its command line the script."""
+    wanted = f"SLURM_JOB_ID={job_id}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"train_tiny.py" in (proc / "cmdline").read_bytes() and wanted in (proc / "environ").read_bytes().split(b"\0"):
+                return int(proc.name)
+        except OSError:
+            continue  # ended meanwhile, or not ours to read
+    raise AssertionError(f"no train_tiny.py process of SLURM job {job_id}")
+
+
+def test_kill_9_mid_training_then_resume_ends_at_max_steps(ctx, frameworks_python):
+    from runjob_core import resume
+
+    row = submit(ctx, "hf-kill9",
+                 f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 60 --save-steps 10 "
+                 "--step-seconds 0.5 --slow-attempts 1",
+                 resources={"time": "10"}, resume={"auto": False})
+    wait_until(lambda: monitor.cycle(ctx, [row.id]) is not None and (ctx.store.latest_attempt(row.id).step or 0) >= 25,
+               timeout=300, interval=2.0, what="25 steps")
+    os.kill(_trainer_pid(ctx.store.latest_attempt(row.id).backend_job_id), signal.SIGKILL)
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    first = ctx.store.latest_attempt(row.id)
+    assert first.state == "FAILED" and first.n == 1
+    plan, _ = resume.plan(ctx, ctx.store.get_job(row.id))
+    assert plan.step is not None and 20 <= plan.step < 60 and plan.checkpoint.endswith(f"/checkpoint-{plan.step}")
+    resume.resubmit(ctx, ctx.store.get_job(row.id), plan)
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
+    last = ctx.store.latest_attempt(row.id)
+    assert last.n == 2 and last.state == "COMPLETED"
+    assert remote_json(ctx, last.submission.results_dir + "/summary.json")["global_step"] == 60
