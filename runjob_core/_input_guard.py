@@ -20,6 +20,9 @@ from typing import Any
 MAX_FILE_BYTES = 1 << 20
 #: A spec whose values, written out with every alias expanded, outnumber this is refused.
 MAX_EXPANDED_VALUES = 100_000
+#: Mappings and lists nested deeper than this are refused: no job spec needs it, and what
+#: is built from a spec (the spec cache's pickle, cattrs, JSON) recurses once per level.
+MAX_DEPTH = 100
 
 HOW_TO_PASS_SECRETS = (
     "runjob never writes tokens into a job: log in on the machine that runs it (`huggingface-cli login` "
@@ -40,6 +43,8 @@ def check_expansion(raw: Any, label: str) -> str | None:
     sizes: dict[int, int] = {}
     in_progress: set[int] = set()
 
+    path: list[str] = []
+
     def size(value: Any) -> int:
         if not isinstance(value, (dict, list)):
             return 1
@@ -48,11 +53,15 @@ def check_expansion(raw: Any, label: str) -> str | None:
             return sizes[key]
         if key in in_progress:
             raise _Recursive
+        if len(path) >= MAX_DEPTH:
+            raise _TooDeep("$" + "".join(path[:4]) + " ... " + "".join(path[-2:]))
         in_progress.add(key)
         children = value.items() if isinstance(value, dict) else enumerate(value)
         total = 1
-        for _k, child in children:
+        for k, child in children:
+            path.append(f".{k}" if isinstance(value, dict) else f"[{k}]")
             total += size(child)
+            path.pop()
             if total > MAX_EXPANDED_VALUES:
                 break  # no need to count further (and never exponential: each object once)
         in_progress.discard(key)
@@ -63,6 +72,9 @@ def check_expansion(raw: Any, label: str) -> str | None:
         total = size(raw)
     except _Recursive:
         return f"{label} has a YAML alias that contains itself: write the values out instead of using the alias"
+    except _TooDeep as exc:
+        return (f"{label} nests mappings or lists more than {MAX_DEPTH} levels deep at {exc}: flatten it "
+                "(deep data belongs in a file the job reads, e.g. data.input)")
     except RecursionError:
         return f"{label} nests too deeply: flatten it"
     if total > MAX_EXPANDED_VALUES:
@@ -73,6 +85,10 @@ def check_expansion(raw: Any, label: str) -> str | None:
 
 class _Recursive(Exception):
     pass
+
+
+class _TooDeep(Exception):
+    """Raised with the key path where the nesting passed :data:`MAX_DEPTH`."""
 
 
 def token_problems(raw: Any, label: str, path: str = "$") -> list[str]:

@@ -3,8 +3,8 @@
 SQLite reports a truncated or overwritten file, a read-only folder and a full disk as
 ``sqlite3`` exceptions; :class:`Connection` turns those (and only those) into
 :class:`StoreError` lines that name the file, the cause and the fix. A corrupt file is
-moved aside (never deleted) so that the next command starts a fresh one and the old jobs
-can still be recovered from it. Any other sqlite3 error is a bug and keeps its traceback.
+moved aside (never deleted) and the next command starts a fresh one holding what can still
+be read from it (:mod:`runjob_core._store_salvage`). Any other sqlite3 error is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def translate(exc: BaseException, path: Path) -> BaseException:
             return StoreCorruptError(f"the state store {path} is damaged ({exc}) and could not be moved aside "
                                      f"({move_error.strerror}); move it away by hand, then: sqlite3 OLD .recover | sqlite3 {path}")
         return StoreCorruptError(f"the state store {path} is damaged ({exc}); it was kept aside as {aside} and the next "
-                                 f"command starts a new one; to recover its jobs: sqlite3 {aside} .recover | sqlite3 {path}")
+                                 "command starts a new one with every job, attempt and event that can still be read from it")
     return exc
 
 

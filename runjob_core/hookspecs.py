@@ -423,18 +423,26 @@ def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest
 
     :param job: The job's specification (``upload.repo``, ``columns``, ``model``).
     :param submission: The attempt whose results are collected (the latest one).
-    :param status: Its final status as recorded.
+    :param status: Its final status as recorded; an *active* state (``RUNNING``,
+        ``PENDING``, ...) means a peek at a job still running (``runjob collect`` before
+        its end): copy what is there, keep the machine (do not mark anything final), and
+        publish nothing. The core records no artifact of a peek and releases nothing.
     :param dest: The local results folder of the job (``./results/<job name>/``). Write
-        nothing outside it.
+        nothing outside it. It may already hold an earlier copy: bring what is missing or
+        changed (collect can always run again; the core removes local files that no longer
+        match what the last collect brought before asking).
     :param context: This invocation's context.
     :returns: :class:`Artifact` records. An artifact with ``kind="problem"`` and
-        ``data["severity"] == "error"`` stops the chain from reporting success.
+        ``data["severity"] == "error"`` stops the chain from reporting success. A
+        ``results`` artifact lists the files it brought in ``data["files"]`` (relative
+        to *dest*): the core keeps them in the folder's manifest, the job's own record.
 
     Result: routed (the job's backend, plus every non-backend plugin); all answers used.
-    The core then calls :func:`runjob_release` for the attempt's machine.
+    After a final collect the core calls :func:`runjob_release` for the attempt's machine.
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* parameter.
+    .. versionchanged:: 0.3 called for a peek with the running attempt's status.
     """
 
 

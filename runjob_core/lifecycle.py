@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from runjob_core import _plugin_errors, config, plugins, staging, templating
+from runjob_core import _plugin_errors, _results_folder, config, plugins, staging, templating
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
@@ -297,16 +297,19 @@ def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterCo
 
 def _submit_attempt(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
                     attempt: Attempt | None = None, rendered: Rendered | None = None,
-                    resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+                    resume_from: str | None = None, resume_env: dict[str, str] | None = None,
+                    accept_code_changes: bool = False) -> Submission:
     # One writer per job: creating, submitting or reattaching an attempt holds submit:<id>.
     with context.store.claim(f"submit:{row.id}"):
         return _submit_attempt_claimed(context, row, job, cluster, attempt_row=attempt_row, attempt=attempt,
-                                       rendered=rendered, resume_from=resume_from, resume_env=resume_env)
+                                       rendered=rendered, resume_from=resume_from, resume_env=resume_env,
+                                       accept_code_changes=accept_code_changes)
 
 
 def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: ClusterConfig, *, attempt_row: AttemptRow | None,
                             attempt: Attempt | None = None, rendered: Rendered | None = None,
-                            resume_from: str | None = None, resume_env: dict[str, str] | None = None) -> Submission:
+                            resume_from: str | None = None, resume_env: dict[str, str] | None = None,
+                            accept_code_changes: bool = False) -> Submission:
     store = context.store
     if attempt_row is not None:
         found = _reattach(context, row, job, cluster, attempt_row)
@@ -333,9 +336,14 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     if rendered is None:
         rendered = render(context, job, attempt, cluster)
     store.set_job(row.id, script=rendered.script)
+    asked = False  # once the backend is asked, only it knows whether the job exists
     try:
         transport = context.transport(cluster, attempt.machine)
-        staging.stage(transport, attempt.layout, job, rendered)
+        code = staging.stage(transport, attempt.layout, job, rendered, accept_changes=accept_code_changes,
+                             started_with=_code_started_with(context, row.id, n))
+        if code is not None:
+            _record_code(context, row.id, n, code)
+        asked = True
         submission = _plugin_errors.call_first(
             context, context.hook("runjob_submit", cluster.type),
             {"job": job, "attempt": attempt, "rendered": rendered, "cluster": cluster, "transport": transport, "context": context},
@@ -348,12 +356,20 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
         raise
     except RunjobError as exc:
         _forget_attempt(context, row, attempt, cluster, reason=f"submit failed: {exc}")
-        kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
-        # A plugin's bug was shown once already (plugin_error); the CLI prints it again as its error.
-        context.event(row.id, kind, str(exc), attempt=n, quiet=isinstance(exc, _plugin_errors.PluginError))
+        if not isinstance(exc, RefusedError):  # a refusal (changed code) is the command's one line, not an event
+            kind = "rejected" if isinstance(exc, BackendError) else "submit_failed"
+            # A plugin's bug was shown once already (plugin_error); the CLI prints it again as its error.
+            context.event(row.id, kind, str(exc), attempt=n, quiet=isinstance(exc, _plugin_errors.PluginError))
         raise
-    except BaseException:
-        # A bug in a plugin (or ^C): a rented machine must not outlive the attempt.
+    except BaseException as exc:
+        if asked and isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            # Ctrl-C while (or just after) the scheduler took the job: handled like a lost
+            # connection. The attempt stays SUBMITTING; the next command reattaches it by its tag.
+            context.event(row.id, "submit_uncertain", f"interrupted while submitting ({type(exc).__name__}); "
+                          f"`runjob status {row.id}` finds the job by its tag, `runjob resume {row.id}` submits it if "
+                          "the backend never got it", attempt=n)
+            raise
+        # A bug in a plugin (or ^C before the backend was asked): a rented machine must not outlive the attempt.
         _forget_attempt(context, row, attempt, cluster, reason="submit failed")
         raise
     if submission is None:
@@ -364,6 +380,32 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     context.event(row.id, "submitted", f"attempt {n} {what} as {cluster.type} job {submission.backend_job_id} on {cluster.name}",
                   attempt=n, source=submission.source, backend_job_id=submission.backend_job_id, log=submission.log_path)
     return submission
+
+
+def _runs_a_copy(context: RunContext, cluster: ClusterConfig) -> bool:
+    """Whether jobs of *cluster* run a synced copy of their workdir (any remote host), not the
+    folder itself (this machine): only a copy keeps the code its job started with."""
+    from runjob_core.transport import LocalTransport
+
+    if context.backend_info(cluster.type).machine_per_job:
+        return True
+    return not isinstance(context.transport(cluster), LocalTransport)
+
+
+def _code_started_with(context: RunContext, job_id: str, n: int) -> dict[str, str] | None:
+    """The workdir hashes the job's earlier attempts ran (None for its first attempt)."""
+    earlier = [e for e in context.store.events(job_id, kinds=("code",)) if e.attempt is not None and e.attempt < n]
+    return earlier[-1].data.get("files") if earlier else None
+
+
+def _record_code(context: RunContext, job_id: str, n: int, hashes: dict[str, str]) -> None:
+    """The code attempt *n* runs, by content: the report names its hash, a resume compares against it."""
+    digest = staging.code_hash(hashes)
+    earlier = _code_started_with(context, job_id, n)
+    changed = earlier is not None and staging.code_hash(earlier) != digest
+    context.event(job_id, "code", f"attempt {n} runs code {digest} ({len(hashes)} files)"
+                  + (f"; changed since the earlier attempt ({staging.code_hash(earlier)}), accepted with --force" if changed else ""),
+                  attempt=n, data={"code_hash": digest, "files": hashes})
 
 
 def _provision(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterConfig, attempt: Attempt) -> Attempt:
@@ -426,7 +468,7 @@ def _limit(row: JobRow, job: JobSpec) -> int | None:
 
 
 def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resume_env: dict[str, str],
-             after: int | None = None) -> Submission | None:
+             after: int | None = None, accept_code_changes: bool = False) -> Submission | None:
     """Attempt n+1 of the same job and the same spec (same spec hash: nothing changed).
 
     *after* is the attempt the caller saw last: when another process has resubmitted since
@@ -435,13 +477,19 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
     if config.spec_hash(job) != row.spec_hash:
         raise RunjobError(f"the stored spec of {row.id} no longer matches its hash; refusing to resume a changed experiment")
     cluster = cluster_for(context, job)
+    if job.workdir and not accept_code_changes and _runs_a_copy(context, cluster):
+        # Changed code is refused before an attempt is recorded: the job's own record stays as it was.
+        latest = context.store.latest_attempt(row.id)
+        started_with = _code_started_with(context, row.id, latest.n + 1 if latest else 1)
+        staging.check_code(Path(job.base_dir, job.workdir).resolve(), job, started_with, accept_changes=False)
     with context.store.claim(f"submit:{row.id}"):
         latest = context.store.latest_attempt(row.id)
         if after is not None and latest is not None and latest.n != after:
             context.event(row.id, "reattached", f"attempt {latest.n} was already submitted by another runjob process; "
                           "following it", attempt=latest.n)
             return None
-        return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env)
+        return _submit_attempt(context, row, job, cluster, attempt_row=None, resume_from=resume_from, resume_env=resume_env,
+                               accept_code_changes=accept_code_changes)
 
 
 def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
@@ -466,8 +514,10 @@ def cancel(context: RunContext, row: JobRow, *, reason: str = "cancelled by the 
     :raises runjob_core._cancel.CancelNotConfirmedError: not ended within *wait* seconds
         (unless *force*, which then forgets it: that stops nothing).
     """
-    from runjob_core import _cancel
+    from runjob_core import _cancel, interrupted
 
+    if interrupted.drop(context, row):  # interrupted before the backend took it (no job has its tag): nothing runs
+        return []
     return _cancel.cancel(context, row, reason=reason, wait=_cancel.CONFIRM_SECONDS if wait is None else wait, force=force)
 
 
@@ -498,11 +548,15 @@ def stop(context: RunContext, row: JobRow, *, reason: str) -> list[str]:
 
 @attrs.frozen
 class Collected:
-    """What collect brought home: the local results folder, the artifacts and any problem."""
+    """What collect brought home: the local results folder, the artifacts and any problem.
+    *partial* is a peek at an attempt still running: a copy of what it has written so far,
+    nothing recorded as final, nothing released."""
 
     dest: Path
     artifacts: tuple[Any, ...]
     problems: tuple[str, ...]
+    partial: bool = False
+    state: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -535,9 +589,58 @@ def results_folder(row: JobRow) -> Path:
 
 
 def collect(context: RunContext, row: JobRow) -> Collected:
+    """Bring the latest attempt's results into ``results/<name>/``. Of an attempt still
+    running (after one fresh poll) this is a peek (:func:`peek`); once it ended, the final
+    collect, which can always run again: it fetches what is missing or changed locally."""
     # Two processes finishing the same job (two `runjob run`) download one after the other.
     with context.store.claim(f"collect:{row.id}"):
+        attempt = context.store.latest_attempt(row.id)
+        if attempt is not None and attempt.state in ACTIVE_STATES and attempt.submission_json:
+            from runjob_core import monitor
+
+            monitor.cycle(context, [row.id])  # it may have ended since the store last heard
+            attempt = context.store.latest_attempt(row.id)
+        if attempt is not None and attempt.state in ACTIVE_STATES and attempt.submission_json:
+            return peek(context, row, attempt)
         return _collect(context, row)
+
+
+def peek(context: RunContext, row: JobRow, attempt: AttemptRow) -> Collected:
+    """Copy what a running attempt has written so far. The backend's collect gets the
+    attempt's active status (publishers then publish nothing); no artifact is recorded, the
+    machine is kept, and the folder's manifest says the copy is partial."""
+    cluster = job_cluster(context, row)
+    dest = _own_results_folder(context, row)
+    dest.mkdir(parents=True, exist_ok=True)
+    status = stored_status(attempt)
+    artifacts = _collect_artifacts(context, row, attempt.n, attempt.submission, status, dest, cluster)
+    _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=False)
+    rows = sum(a.rows or 0 for a in artifacts if a.kind == "results")
+    context.event(row.id, "peeked", f"copied what attempt {attempt.n} ({attempt.state}) has written so far into {dest}: "
+                  f"{rows} rows, partial; the final collect follows its end", attempt=attempt.n)
+    return Collected(dest, tuple(artifacts), (), partial=True, state=attempt.state)
+
+
+def _own_results_folder(context: RunContext, row: JobRow) -> Path:
+    """``results/<name>/``, holding this job's results only: a namesake's are moved aside first."""
+    dest = results_folder(row)
+    moved = _results_folder.claim(dest, row.id)
+    if moved is not None:
+        owner = _results_folder.read(moved)
+        context.event(row.id, "results_moved", f"{dest} held {'the results of ' + owner['job_id'] if owner else 'files runjob did not collect'}; "
+                      f"moved them to {moved}")
+        if owner is not None and owner["job_id"] != row.id:
+            context.event(owner["job_id"], "results_moved", f"results moved from {dest} to {moved}: "
+                          f"{row.id} (also {row.name}) collected into {dest}")
+    return dest
+
+
+def _collected_files(artifacts: list, dest: Path) -> list[str]:
+    """The files the backend brought (its ``results`` artifact's ``files``; else all under *dest*)."""
+    listed = [f for a in artifacts if a.kind == "results" for f in (a.data.get("files") or [])]
+    if listed or any(a.kind == "results" for a in artifacts):
+        return listed
+    return [p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and not p.is_symlink()]
 
 
 def _collect(context: RunContext, row: JobRow) -> Collected:
@@ -546,14 +649,21 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
         raise RunjobError(f"job {row.id} was never submitted; nothing to collect")
     submission = attempt.submission
     cluster = job_cluster(context, row)
-    dest = results_folder(row)
+    dest = _own_results_folder(context, row)
     if any(e.attempt == attempt.n for e in context.store.events(row.id, kinds=("collected",))):
-        # Collected already (by the other of two processes that followed the job): the same answer, not twice.
-        from runjob_core.models import Artifact
+        changed = _results_folder.damaged(dest, row.id, attempt.n)
+        if not changed:
+            # Collected already and untouched since (the other of two processes that followed the job): the same answer.
+            from runjob_core.models import Artifact
 
-        stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
-                  for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
-        return Collected(dest, tuple(stored), ())
+            stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
+                      for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
+            return Collected(dest, tuple(stored), (), state=attempt.state)
+        # Deleted or changed here since: fetch again what is not as collected.
+        _results_folder.drop(dest, changed)
+        context.store.delete_artifacts(row.id, attempt.n)
+        context.event(row.id, "recollecting", f"{len(changed)} collected file(s) are missing or changed in {dest} "
+                      f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); fetching them again", attempt=attempt.n)
     status = stored_status(attempt)
     dest.mkdir(parents=True, exist_ok=True)
     artifacts = _collect_artifacts(context, row, attempt.n, submission, status, dest, cluster)
@@ -574,13 +684,14 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
                         "runjob_core.job.ResultsWriter (see the example job: runjob init)")
     else:
         _summary_event(context, row, attempt.n, artifacts)
+        _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=True)
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
     release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
     from runjob_core.reporting import chain  # the activity log and the dashboard sync
 
     chain.after_collect(context, row, attempt.n, artifacts)
-    return Collected(dest, tuple(artifacts), tuple(problems))
+    return Collected(dest, tuple(artifacts), tuple(problems), state=attempt.state)
 
 
 def stored_status(attempt: AttemptRow) -> JobStatus:

@@ -412,9 +412,14 @@ def _new_log_text(context: RunContext, transport, attempt: AttemptRow, submissio
     if not data:
         return "", None
     if not final or len(data) == MAX_WINDOW_BYTES:
-        cut = data.rfind(b"\n")
+        # '\r' ends a line too: a progress bar redraws one line for hours without a '\n'.
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if cut == -1:
-            return "", None  # a partial line: wait for the rest
+            if len(data) < MAX_WINDOW_BYTES:
+                return "", None  # a partial line: wait for the rest
+            # One line longer than the window: the checks get it in window-sized pieces, each
+            # ended as a line (their memory stays bounded), and the offset moves on.
+            return data.decode("utf-8", "replace") + "\n", offset + len(data)
         data = data[: cut + 1]
     return data.decode("utf-8", "replace"), offset + len(data)
 

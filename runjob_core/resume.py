@@ -40,10 +40,12 @@ def warnings(row, latest, plan: ResumePlan) -> list[str]:
     return out
 
 
-def resubmit(context, row, plan: ResumePlan, *, after: int | None = None) -> Submission:
+def resubmit(context, row, plan: ResumePlan, *, after: int | None = None, accept_code_changes: bool = False) -> Submission:
     """Attempt n+1 from *plan*; *after* is the attempt the plan was made from: if another runjob
-    process resubmitted meanwhile, nothing is submitted twice."""
-    submission = lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=after)
+    process resubmitted meanwhile, nothing is submitted twice. A workdir changed since the job
+    started is refused unless *accept_code_changes*."""
+    submission = lifecycle.resubmit(context, row, resume_from=plan.checkpoint, resume_env=dict(plan.env), after=after,
+                                    accept_code_changes=accept_code_changes)
     if submission is None:
         raise RunjobError(f"job {row.id} was resubmitted by another runjob process meanwhile; see runjob status {row.id}")
     return submission

@@ -3,13 +3,15 @@
 Layout on the cluster (``<scratch>`` is the cluster's ``scratch_path``; for the local
 cluster ``.runjob/scratch``)::
 
-    <scratch>/jobs/<name>/work/         the synced workdir (remote clusters; cwd of the job)
-    <scratch>/jobs/<name>/<runjob id>/  run.<attempt>.sh, params.json, progress.json, lib/, results/, checkpoints/
+    <scratch>/jobs/<name>/<runjob id>/  run.<attempt>.sh, params.json, progress.json, lib/, results/, checkpoints/,
+                                        work/ (the synced workdir, remote clusters: cwd of the job) and
+                                        work.sha256.json (what was uploaded to it)
     <scratch>/logs/<name>.<runjob id>.<attempt>.out
     <scratch>/cache/                    HF, torch, vLLM, pip caches
 
-Each runjob job gets its own folder, so a fresh run never inherits old results, while
-the attempts of one job share it, so a resumed attempt continues the same results. Each
+Each runjob job gets its own folder, so a fresh run never inherits old results or runs
+another job's code, while the attempts of one job share it, so a resumed attempt continues
+the same results with the same code. Each
 attempt has its own script (``run.<attempt>.sh``) and log: a resubmission never overwrites
 the script of a job still waiting in the queue.
 """
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import attrs
 
-from runjob_core.errors import RunjobError
+from runjob_core.errors import RefusedError, RunjobError
 from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
 from runjob_core.transport import LocalTransport, Transport
 
@@ -75,7 +77,8 @@ def layout_for(
     if is_local:
         workdir, sync_from = str(local_workdir), None
     elif job.workdir:
-        workdir, sync_from = _join(scratch, "jobs", job.name, "work"), str(local_workdir)
+        # Each job its own work copy: two jobs of one name never run each other's code.
+        workdir, sync_from = _join(job_dir, "work"), str(local_workdir)
     else:
         workdir, sync_from = job_dir, None
     return Layout(
@@ -94,8 +97,20 @@ def layout_for(
     )
 
 
-def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered) -> None:
-    """Create the job's folders and put the script, params and job-side library in place."""
+def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered, *,
+          started_with: dict[str, str] | None = None, accept_changes: bool = False) -> dict[str, str] | None:
+    """Create the job's folders and put the script, params, job-side library and workdir in
+    place. Returns the hashes of the workdir's files (None for a job without ``workdir:``).
+
+    *started_with* (a resumed attempt) are the hashes its job started with: a workdir
+    changed since is refused with the files named, unless *accept_changes* (``--force``),
+    for jobs that run a synced copy (remote clusters); a local job runs the folder itself."""
+    hashes = None
+    if job.workdir:
+        source = Path(layout.sync_from) if layout.sync_from else Path(job.base_dir, job.workdir).resolve()
+        # A job on this machine runs in the folder itself, and writes there: what it wrote is
+        # no code change. Only a synced work copy keeps the code its job started with.
+        hashes = check_code(source, job, started_with if layout.sync_from else None, accept_changes=accept_changes)
     files = {
         rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
@@ -104,7 +119,8 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     }
     transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
     if layout.sync_from:
-        sync_workdir(transport, Path(layout.sync_from), layout.workdir)
+        sync_workdir(transport, Path(layout.sync_from), layout.workdir, hashes)
+    return hashes
 
 
 def job_side_files() -> dict[str, tuple[str, int]]:
@@ -171,28 +187,77 @@ def local_files(root: Path) -> dict[str, tuple[int, float]]:
     return files
 
 
-def sync_workdir(transport: Transport, source: Path, dest: str) -> list[str]:
-    """Upload only the files whose size or age differ from the remote copy."""
-    if not source.is_dir():
-        message = f"workdir {source} does not exist; fix 'workdir:' in the job file"
+def workdir_hashes(root: Path) -> dict[str, str]:
+    """The code a job runs: relative path -> sha256 of every file of *root* that is synced
+    (.gitignore honoured), after checking the size limit on the files' sizes."""
+    import hashlib
+
+    if not root.is_dir():
+        message = f"workdir {root} does not exist; fix 'workdir:' in the job file"
         raise RunjobError(message)
-    local = local_files(source)
+    local = local_files(root)
     total = sum(size for size, _ in local.values())
     if total > MAX_SYNC_BYTES:
         biggest = sorted(local.items(), key=lambda item: -item[1][0])[:3]
         names = ", ".join(f"{name} ({size >> 20} MiB)" for name, (size, _) in biggest)
         message = (
-            f"workdir {source} holds {total >> 20} MiB to upload (limit {MAX_SYNC_BYTES >> 20} MiB): {names}; "
+            f"workdir {root} holds {total >> 20} MiB to upload (limit {MAX_SYNC_BYTES >> 20} MiB): {names}; "
             "add data and checkpoints to .gitignore and read them from scratch"
         )
         raise RunjobError(message)
+    hashes = {}
+    for rel in sorted(local):
+        with open(root / rel, "rb") as handle:
+            hashes[rel] = hashlib.file_digest(handle, "sha256").hexdigest()
+    return hashes
+
+
+def check_code(source: Path, job: JobSpec, started_with: dict[str, str] | None, *, accept_changes: bool) -> dict[str, str]:
+    """The hashes of the workdir *source*; a change since *started_with* (the code the job
+    started with) is refused with the files named, unless *accept_changes*."""
+    hashes = workdir_hashes(source)
+    changes = code_changes(started_with, hashes) if started_with is not None else []
+    if changes and not accept_changes:
+        shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
+        raise RefusedError(f"the workdir {source} changed since {job.name} started: {shown}; a resumed job runs the "
+                           "code it started with: put those files back, or pass --force to run the changed code")
+    return hashes
+
+
+def code_hash(hashes: dict[str, str]) -> str:
+    """One short hash of a whole workdir (names and contents): the report names it."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def code_changes(started_with: dict[str, str], now: dict[str, str]) -> list[str]:
+    """What changed in a workdir since *started_with*: ``"path (changed|added|deleted)"``."""
+    out = [f"{rel} (changed)" for rel in sorted(now) if rel in started_with and started_with[rel] != now[rel]]
+    out += [f"{rel} (added)" for rel in sorted(now) if rel not in started_with]
+    out += [f"{rel} (deleted)" for rel in sorted(started_with) if rel not in now]
+    return out
+
+
+def manifest_path(dest: str) -> str:
+    """Where the hashes of what was uploaded to the work copy *dest* are kept (beside it)."""
+    return dest.rstrip("/") + ".sha256.json"
+
+
+def sync_workdir(transport: Transport, source: Path, dest: str, hashes: dict[str, str] | None = None) -> list[str]:
+    """Make the work copy *dest* hold the code of *source*: content decides (sha256 against
+    the hashes of the last upload, kept beside the copy), files deleted here are deleted
+    there. Files the job itself wrote into the copy are left alone. Returns what changed."""
+    hashes = workdir_hashes(source) if hashes is None else hashes
     transport.makedirs(dest)
-    remote = {info.path: info for info in transport.listdir_recursive(dest)}
+    try:
+        uploaded = json.loads(transport.read_text(manifest_path(dest)) or "{}")
+    except ValueError:
+        uploaded = {}  # a damaged record: upload everything again
     changed = []
     made_dirs = {dest}
-    for rel, (size, mtime) in sorted(local.items()):
-        have = remote.get(rel)
-        if have is not None and have.size == size and have.mtime >= int(mtime):
+    for rel, digest in hashes.items():
+        if uploaded.get(rel) == digest:
             continue
         target = _join(dest, rel)
         folder = target.rsplit("/", 1)[0]
@@ -201,4 +266,12 @@ def sync_workdir(transport: Transport, source: Path, dest: str) -> list[str]:
             made_dirs.add(folder)
         transport.put_file(source / rel, target)
         changed.append(rel)
+    gone = [rel for rel in sorted(uploaded) if rel not in hashes and isinstance(rel, str) and ".." not in rel.split("/")]
+    if gone:
+        result = transport.run(["rm", "-f", "--", *(_join(dest, rel) for rel in gone)])
+        if not result.ok:
+            raise RunjobError(f"could not delete {len(gone)} file(s) removed from {source} in the work copy {dest}: "
+                              f"{result.stderr.strip()}")
+        changed += gone
+    transport.put_text(manifest_path(dest), json.dumps(hashes, indent=1, sort_keys=True) + "\n")
     return changed

@@ -135,6 +135,33 @@ def attempt_tag(job_id: str, n: int) -> str:
     return f"runjob:{job_id}:{n}"
 
 
+def _private(path: Path) -> bool:
+    """The state folder 0700 and the database 0600 (SQLite gives its -wal and -shm files the
+    database's mode): jobs' scripts, logs and records are the user's alone. A folder made
+    before (by an older runjob, or by hand for clusters.yaml) is tightened if it is ours.
+    True when the database file was created here."""
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    created = False
+    for target, mode in ((folder, 0o700), (path, 0o600)):
+        if target is path and not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            created = True
+            continue
+        st = target.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            target.chmod(mode)
+    return created
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def state_dir(cwd: Path | None = None) -> Path:
     """The folder holding state.db: $RUNJOB_HOME, else ./.runjob."""
     override = os.environ.get("RUNJOB_HOME")
@@ -283,8 +310,11 @@ class Store:
         self._leases_held: set[str] = set()
         self._plugin_schemas: set[str] = set()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            in_memory = str(path) == ":memory:"  # offline work (health scan, references): no file at all
+            created = False if in_memory else _private(path)
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_store_faults.Connection)
+            #: The file this store opened: another process may set it aside as damaged (see :meth:`generation`).
+            self._file_id = None if in_memory else _file_id(path)
         except (OSError, sqlite3.Error) as exc:
             raise _store_faults.translate(exc, path) from None
         self._db.store_path = path
@@ -293,6 +323,10 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
+            if created:
+                from runjob_core import _store_salvage
+
+                _store_salvage.salvage_into(self)  # a new store beside a damaged one: keep what it holds
         except BaseException:
             self._db.close()
             raise
@@ -349,7 +383,15 @@ class Store:
 
     def generation(self) -> tuple[int, int]:
         """(commits by other connections, rows changed through this one): the same value
-        twice means the database did not change in between (the monitor caches by it)."""
+        twice means the database did not change in between (the monitor caches by it).
+
+        Every monitoring cycle asks this, so it is also where a long-running command learns
+        that another runjob set the store aside as damaged: its own connection would go on
+        writing into the file that was moved away."""
+        if self._file_id is not None and _file_id(self.path) != self._file_id:
+            raise _store_faults.StoreCorruptError(
+                f"the state store {self.path} was set aside (found damaged by another runjob command) while this one "
+                "ran; run this command again: it continues on the new store with what could be recovered")
         return self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes
 
     # ------------------------------------------------------------------ leases (one writer per job)
@@ -630,6 +672,10 @@ class Store:
             (job_id, attempt, name, kind, redact(location), source, rows,
              redact(json.dumps(data, default=str)) if data else None, time.time()),
         )
+
+    def delete_artifacts(self, job_id: str, attempt: int) -> None:
+        """Forget what collect recorded for one attempt (it is collected again)."""
+        self._db.execute("DELETE FROM artifacts WHERE job_id = ? AND attempt = ?", (job_id, attempt))
 
     def artifacts(self, job_id: str) -> list[ArtifactRow]:
         rows = self._db.execute("SELECT * FROM artifacts WHERE job_id = ? ORDER BY id", (job_id,))

@@ -1,5 +1,6 @@
 """The state store: jobs, attempts, events, offsets, artifacts; tokens never stored."""
 
+from pathlib import Path
 import pytest
 
 from runjob_core.errors import JobNotFoundError
@@ -225,3 +226,15 @@ def test_a_schema_3_database_gains_the_lease_tables_and_keeps_its_rows(tmp_path)
     finally:
         reopened.close()
     assert user_version(path) == store_module.SCHEMA_VERSION == 4
+
+
+def test_an_in_memory_store_leaves_no_file_behind(tmp_path, monkeypatch):
+    # offline work (runjob health scan, the reference list) uses Store(":memory:"): making the
+    # state private must not create a file named ':memory:' in the working folder
+    from runjob_core.store import Store
+
+    monkeypatch.chdir(tmp_path)
+    store = Store(Path(":memory:"))
+    store.generation()
+    store.close()
+    assert list(tmp_path.iterdir()) == []

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import click
 
 from runjob_core.cli._common import open_context
+
+#: Why a dashboard folder cannot be written (read-only, not ours, full, a parent missing):
+#: the user's to fix, so one line; any other OSError keeps its traceback.
+_CANNOT_WRITE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOENT, errno.ENOTDIR}
 
 
 @click.command("dashboard")
@@ -24,7 +29,16 @@ def command(out: Path | None, serve: bool, port: int, interval: float) -> None:
     try:
         folder = out or context.state_dir / "dashboard"
         builder = dashboard.Builder(context.store, folder, clusters=context.clusters, refresh=int(interval * 2) if serve else None)
-        built = builder.build()
+        try:
+            built = builder.build()
+        except OSError as exc:
+            if exc.errno not in _CANNOT_WRITE:
+                raise
+            from runjob_core.errors import RunjobError
+
+            where = exc.filename or folder
+            raise RunjobError(f"cannot write the dashboard into {folder} ({exc.strerror}: {where}); make it writable, "
+                              "or pass --out with a folder you can write") from None
         chain.record_synced(context.store, builder)
         click.echo(f"dashboard: {built['jobs']} jobs in {built['seconds']:.2f} s -> {built['path']}", err=True)
         if serve:

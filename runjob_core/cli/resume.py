@@ -10,15 +10,26 @@ from runjob_core.cli._common import json_option, open_context, print_json
 @click.command("resume")
 @click.argument("job")
 @click.option("-y", "--yes", is_flag=True, help="Resubmit without asking.")
+@click.option("--force", is_flag=True, help="Run the workdir as it is now, even if it changed since the job started.")
 @json_option
-def command(job: str, yes: bool, as_json: bool) -> None:
+def command(job: str, yes: bool, force: bool, as_json: bool) -> None:
     """Resubmit JOB (same spec, attempt n+1) from where it stopped."""
-    from runjob_core import resume
+    from runjob_core import interrupted, resume
     from runjob_core.errors import RefusedError
 
     context = open_context(as_json)
     try:
         row = context.store.find_job(job)
+        if interrupted.stuck(context, row) is not None:
+            # Interrupted while submitting: the same attempt, reattached by its tag or submitted now.
+            submission = interrupted.finish(context, row)
+            if as_json:
+                print_json({"job_id": row.id, "attempt": submission.attempt, "backend_job_id": submission.backend_job_id,
+                            "resume_from": None, "reason": "interrupted while submitting", "source": submission.source})
+            else:
+                click.echo(f"{row.id} attempt {submission.attempt}: {submission.backend_job_id} "
+                           "(it had been interrupted while submitting)")
+            return
         plan, latest = resume.plan(context, row)
         summary = f"{row.name} ({row.id}): attempt {latest.n} ended {latest.state}; " + (
             f"resume from {plan.checkpoint} (step {plan.step})" if plan.checkpoint else plan.reason)
@@ -28,7 +39,7 @@ def command(job: str, yes: bool, as_json: bool) -> None:
                 click.secho(f"warning: {warning}", fg="yellow")
         if not yes and not click.confirm("Resubmit?", default=False):
             raise RefusedError("not resubmitted")
-        submission = resume.resubmit(context, row, plan, after=latest.n)
+        submission = resume.resubmit(context, row, plan, after=latest.n, accept_code_changes=force)
     finally:
         context.close()
     if as_json:

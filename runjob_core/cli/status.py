@@ -14,12 +14,14 @@ from runjob_core.cli._common import fmt_duration, fmt_time, json_option, open_co
 @json_option
 def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> None:
     """Show JOB (id or name) with its attempts, or the recent jobs."""
-    from runjob_core import gpu_telemetry, monitor
+    from runjob_core import gpu_telemetry, interrupted, monitor
 
     context = open_context(as_json, quiet_kinds=("state",))
     try:
         store = context.store
         rows = [store.find_job(job)] if job else store.list_jobs(limit=limit)
+        if not no_refresh:
+            _say_settled(interrupted.settle(context, rows), as_json)
         active = [r.id for r in rows if store.active_attempts([r.id])]
         if active and not no_refresh:
             monitor.cycle(context, active)
@@ -58,6 +60,12 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
             ], whole=("id", "state", "created"), drop_order=("kind", "attempts", "cluster"))
     finally:
         context.close()
+
+
+def _say_settled(settled, as_json: bool) -> None:
+    """Attempts an interrupted runjob left SUBMITTING: reattached, or what to do (stderr)."""
+    for found in settled:
+        click.secho(found.message, err=True, fg=None if found.submission else "yellow")
 
 
 def _print(columns: list[str], rows: list[list], *, whole: tuple[str, ...], drop_order: tuple[str, ...]) -> None:

@@ -17,7 +17,7 @@ from runjob_core.cli._common import open_context
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
 def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: float, as_json: bool) -> None:
     """Poll JOBS (ids or names; default: every active job), read new log lines, run health checks."""
-    from runjob_core import monitor
+    from runjob_core import interrupted, monitor
     from runjob_core.cli import _show
 
     context = open_context(as_json, events_on_stdout=True)
@@ -28,6 +28,16 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
             if not job_ids:
                 click.echo("no active jobs", err=True)
                 return
+        # Attempts an interrupted runjob left SUBMITTING: followed if the backend has them,
+        # else not watched (nothing runs) with what to do.
+        unsubmitted = set()
+        for settled in interrupted.settle(context, [context.store.get_job(j) for j in job_ids]):
+            click.secho(settled.message, err=True, fg=None if settled.submission else "yellow")
+            if settled.submission is None and settled.attempt:
+                unsubmitted.add(settled.job_id)
+        job_ids = [j for j in job_ids if j not in unsubmitted]
+        if not job_ids:
+            sys.exit(1)
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty(), store=context.store)
         with live:
             monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)

@@ -20,7 +20,12 @@ def headline(report: dict[str, Any]) -> str:
 def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     """(what, value) lines of the results summary, shared by every rendering."""
     r = report["results"]
-    rows = [("rows", f"{r['rows']} in {r['folder']}")]
+    rows = [("rows", f"{r['rows']} in {r['folder']}" if r["folder"] else "none: nothing was collected for this job")]
+    ran = {c["attempt"]: c for c in report.get("code") or []}  # the last record of each attempt
+    if ran:
+        hashes = list(dict.fromkeys(c["hash"] for c in ran.values()))
+        rows.append(("code", ", ".join(f"{h} (attempt {', '.join(str(n) for n, c in ran.items() if c['hash'] == h)})"
+                                       for h in hashes) + f", {next(iter(ran.values()))['files']} files"))
     score = r.get("score")
     if score and score.get("rows"):
         rows.append((f"score ({r['fields']['score']})", f"mean {score['mean']:g}, median {score['median']:g}, "

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runjob_core import _results_folder
 from runjob_core.reporting import results as results_mod
 
 ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "CANCELLING")
@@ -40,8 +41,13 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     artifacts = store.artifacts(row.id)
     spec = _spec(row, cache)
     max_tokens = spec.model.max_tokens if spec else None
-    dest = results_dir or results_folder(row)
-    summary, samples = results_summary(dest, max_tokens, cache)
+    # Only what was collected for this job: a namesake's results are never this job's rows.
+    dest = results_dir or _results_folder.folder_of(results_folder(row), row.id)
+    if dest is None:
+        summary, samples = results_mod.summarise([], max_tokens=max_tokens), []
+        summary.update(folder=None, files=[], unparsable_lines=0)
+    else:
+        summary, samples = results_summary(dest, max_tokens, cache)
     latest = attempts[-1] if attempts else None
     state = latest.state if latest else row.state
     report: dict[str, Any] = {
@@ -54,6 +60,9 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "resources": _resources(store, row, spec, attempts, clusters or {}, now),
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
                        "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
+        # The code each attempt ran (the workdir's content hash), when the job has a workdir.
+        "code": [{"attempt": e.attempt, "hash": e.data.get("code_hash"), "files": len(e.data.get("files") or {})}
+                 for e in events if e.kind == "code"],
     }
     from runjob_core import gpu_telemetry
     from runjob_core.reporting import training
@@ -436,13 +445,22 @@ def _next_steps(row, spec, state, report) -> list[str]:
         steps.append(f"runjob stopped it ({row.outcome}): read why in `runjob logs {row.id}`, fix it, run again")
     closing = report["closing"]
     if state == "COMPLETED" and not closing["complete"]:
+        collect_failed = any(item.startswith("collect failed") for item in closing["missing"])
         for item in closing["missing"]:
-            if item.startswith("not published"):
+            if item.startswith("collect failed"):
+                steps.append(f"{item}; fix that, then `runjob collect {row.id}` (it fetches what is missing)")
+            elif item.startswith("not published") and not collect_failed and summary["folder"]:
                 steps.append("publish the results: set upload.repo in the spec and run `runjob collect " + row.id + "`")
-            elif item.startswith("results not collected"):
+            elif item.startswith("results not collected") or (state == "COMPLETED" and summary["folder"] is None
+                                                               and item.startswith("not published")):
                 steps.append(f"collect the results: `runjob collect {row.id}`")
             elif item.startswith("dashboard"):
                 steps.append("build the dashboard: `runjob dashboard`")
+    if not steps and state != "COMPLETED":
+        why = f" ({row.outcome})" if row.outcome else ""
+        steps.append(f"it ended {state}{why}; nothing final was collected for it: `runjob logs {row.id}` shows why")
+    if not steps and summary["folder"] is None:
+        steps.append(f"nothing was collected for this job: `runjob collect {row.id}`")
     if not steps:
         steps.append(f"done: results in {summary['folder']}; see `runjob dashboard` for every job")
-    return steps
+    return list(dict.fromkeys(steps))

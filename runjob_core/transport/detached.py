@@ -34,6 +34,12 @@ from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNN
 #: The wrapper run in its own session: $1 pid file, $2 exit-code file, then the command.
 WRAPPER = ('echo "$$" > "$1"; rc_file="$2"; shift 2; "$@"; rc=$?; '
            'echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
+#: The same, with the command's output piped through a filter ($3 python, $4 the filter's
+#: file, run as ``python -S -I``): the local backend's token redactor. The exit code is the
+#: command's own (PIPESTATUS), not the filter's.
+FILTERED_WRAPPER = ('echo "$$" > "$1"; rc_file="$2"; python="$3"; redactor="$4"; shift 4; '
+                    '"$@" 2>&1 | "$python" -S -I "$redactor"; rc=${PIPESTATUS[0]}; '
+                    'echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 #: ``timeout``'s exit code when the time limit ended the job.
 TIMEOUT_EXIT = 124
 #: Seconds between SIGTERM and SIGKILL on cancel (time to save a checkpoint).
@@ -71,11 +77,15 @@ class RunnerState:
     log_size: int | None = None
 
 
-def wrapper_argv(files: RunnerFiles, command: list[str], time_limit: int | None) -> list[str]:
+def wrapper_argv(files: RunnerFiles, command: list[str], time_limit: int | None, *,
+                 redact_with: tuple[str, str] | None = None) -> list[str]:
     """``bash -c WRAPPER`` around *command*, under ``timeout`` when there is a time limit
-    (SIGTERM at the limit so the job may save, SIGKILL 30 s later; exit 124 = TIMEOUT)."""
+    (SIGTERM at the limit so the job may save, SIGKILL 30 s later; exit 124 = TIMEOUT).
+    *redact_with* (python, filter file) pipes the output through that filter first."""
     if time_limit:
         command = ["timeout", "-k", "30", str(time_limit), *command]
+    if redact_with is not None:
+        return ["bash", "-c", FILTERED_WRAPPER, "runjob-runner", files.pid, files.exit, *redact_with, *command]
     return ["bash", "-c", WRAPPER, "runjob-runner", files.pid, files.exit, *command]
 
 

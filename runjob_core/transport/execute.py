@@ -44,7 +44,8 @@ def _spawn(
         # Own session and process group: the job outlives runjob, and cancel can kill
         # the whole group. Output goes straight to a file, never through a pipe we would
         # have to keep draining.
-        out = open(output_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
+        # A job's log is the user's alone (0600 when runjob creates it): it may hold what the job printed.
+        out = open(os.open(output_path or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")  # noqa: SIM115
         try:
             proc = subprocess.Popen(
                 argv,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runjob_core import config
+from runjob_core import _results_folder, config
 from runjob_core.reporting import render, results
 from runjob_core.reporting.report import build_report
 from runjob_core.store import Store
@@ -182,6 +182,7 @@ def test_a_new_builder_reuses_the_results_summaries_of_the_last_build(tmp_path, 
     store = Store(tmp_path / "state.db")
     row = make_job(store, name="cached")
     write_rows(tmp_path / "results" / "cached", known_rows())
+    _results_folder.write(tmp_path / "results" / "cached", row.id, 1, ["results.jsonl"], final=True)  # as collect leaves it
     dashboard.Builder(store, tmp_path / "site").build()
 
     def no_reading(folder):

@@ -18,8 +18,11 @@ SOURCE = "runjob-hub"
 def runjob_collect(job, submission, status, dest, context):
     """After the backend downloaded the results: publish and verify (when ``upload.repo`` is
     set), then validate. Every step becomes an artifact and an event."""
+    from runjob_core.models import ACTIVE_STATES
     from runjob_hub import artifacts
 
+    if status.state in ACTIVE_STATES:
+        return []  # a peek at a running job: partial results are neither published nor validated
     if not artifacts.main_results_file(dest):
         return []
     found = []

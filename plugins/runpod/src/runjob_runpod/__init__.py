@@ -81,7 +81,7 @@ def runjob_cancel(submissions, cluster, context):
 def runjob_collect(submission, status, dest, context):
     from runjob_runpod import _backend
 
-    return _backend.collect(submission, dest, context)
+    return _backend.collect(submission, status, dest, context)
 
 
 @hookimpl

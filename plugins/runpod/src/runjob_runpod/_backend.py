@@ -30,7 +30,7 @@ from runjob_core.config import parse_duration
 from runjob_core.transport import detached
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
-    CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan,
+    ACTIVE_STATES, CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan,
     Submission,
 )
 from runjob_runpod import _api, _settings, _ssh, _state
@@ -528,15 +528,18 @@ def _after_cancel(transport, record) -> JobStatus | None:
 # ---------------------------------------------------------------------- collect
 
 
-def collect(submission: Submission, dest: Path, context) -> list[Artifact]:
+def collect(submission: Submission, status: JobStatus, dest: Path, context) -> list[Artifact]:
+    """Copy the pod's results into *dest*. Of a running job (a peek) the copy is taken and the
+    pod left as it is: only a harvest after the job ended is final (and lets the pod go)."""
     cluster = context.clusters[submission.cluster]
     record = _state.load(context.state_dir, submission.tag)
     if record is None:
         return []
     if record.live and not record.harvested and record.ssh_host:
         _harvest(cluster, record, context)
-        record.harvested = True
-        _state.save(context.state_dir, record)
+        if status.state not in ACTIVE_STATES:
+            record.harvested = True
+            _state.save(context.state_dir, record)
     source = Path(str(_state.mirror_root(context.state_dir, record.job_id)) + record.results_dir)
     if not source.is_dir():
         return []

@@ -1,0 +1,81 @@
+"""The code a job runs (issue 34 item 2), on the real SLURM cluster: content hashes decide the
+workdir sync, each job has its own work copy, a resume runs the code the job started with
+(a changed workdir is refused naming the files, ``--force`` accepts it), deletions reach the
+copy, and the report names the code's hash."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runjob_core.testing import run_cli, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
+
+pytestmark = [pytest.mark.slurm, pytest.mark.chaos]
+
+
+def checkout(folder: Path, slurm_env, command: str, value: str) -> Path:
+    """A project folder with its own runjob state, a job spec and a workdir holding config.txt."""
+    (folder / "project").mkdir(parents=True)
+    (folder / "project" / "config.txt").write_text(value + "\n")
+    (folder / "project" / "extra.txt").write_text("extra\n")
+    write_clusters_yaml(folder / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
+    (folder / "job.yaml").write_text(yaml.safe_dump({"name": "samecode", "cluster": "under-test", "workdir": "project",
+                                                     "command": command, "resume": {"auto": False}}))
+    return folder
+
+
+def runjob(*args, cwd, check=None):
+    result = run_cli(*args, cwd=cwd, timeout=300)
+    if check is not None:
+        assert result.returncode == check, (result.stdout, result.stderr)
+    return result
+
+
+def logs(folder: Path, ref: str) -> str:
+    return runjob("logs", ref, cwd=folder, check=0).stdout
+
+
+def test_two_checkouts_with_one_job_name_each_run_their_own_code(tmp_path, slurm_env, monkeypatch):
+    monkeypatch.delenv("RUNJOB_HOME", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    # B's file is older than anything uploaded later, and has the same size as A's: a sync by
+    # size and time would skip it and run A's value.
+    second = checkout(tmp_path / "b", slurm_env, "cat config.txt", "2")
+    past = time.time() - 3600
+    os.utime(second / "project" / "config.txt", (past, past))
+    first = checkout(tmp_path / "a", slurm_env, "cat config.txt", "1")
+    runjob("run", "job.yaml", "--yes", cwd=first)  # exit 1: the job writes no results, its log is what counts
+    runjob("run", "job.yaml", "--yes", cwd=second)
+    assert "1" in logs(first, "samecode").split() and "2" in logs(second, "samecode").split()
+
+
+def test_a_resume_runs_the_code_it_started_with_unless_forced(tmp_path, slurm_env, monkeypatch):
+    monkeypatch.delenv("RUNJOB_HOME", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    home = checkout(tmp_path / "c", slurm_env, 'cat config.txt; ls; test -e go || exit 3', "1")
+    monkeypatch.chdir(home)
+    runjob("run", "job.yaml", "--yes", cwd=home, check=1)
+    (job,) = json.loads(runjob("status", "--json", cwd=home, check=0).stdout)
+    first_code = json.loads(runjob("report", job["id"], "--json", cwd=home, check=0).stdout)["code"]
+    assert [c["attempt"] for c in first_code] == [1] and first_code[0]["files"] == 2
+    (home / "project" / "config.txt").write_text("3\n")
+    (home / "project" / "extra.txt").unlink()
+    (home / "project" / "go").write_text("")
+    refused = runjob("resume", job["id"], "--yes", cwd=home, check=1)
+    line = refused.stderr.strip()
+    assert "config.txt (changed)" in line and "extra.txt (deleted)" in line and "go (added)" in line and "--force" in line
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    unchanged = json.loads(runjob("status", job["id"], "--json", cwd=home, check=0).stdout)[0]
+    assert [a["n"] for a in unchanged["attempts"]] == [1] and unchanged["outcome"] == job["outcome"]  # nothing recorded
+    runjob("resume", job["id"], "--yes", "--force", cwd=home, check=0)
+    runjob("watch", job["id"], cwd=home, check=0)
+    text = runjob("logs", job["id"], "--attempt", "2", cwd=home, check=0).stdout
+    assert "3" in text.split() and "extra.txt" not in text  # the new value ran; the deleted file is gone from the copy
+    report = json.loads(runjob("report", job["id"], "--json", cwd=home, check=0).stdout)
+    hashes = {c["attempt"]: c["hash"] for c in report["code"]}
+    assert set(hashes) == {1, 2} and hashes[1] != hashes[2] and hashes[1] == first_code[0]["hash"]
+    assert hashes[2] in runjob("report", job["id"], cwd=home, check=0).stdout
