@@ -201,3 +201,16 @@ def test_a_launcher_that_turns_a_save_into_exit_1_still_reports_75(ctx, runjob_h
     assert [(a.state, a.exit_code) for a in attempts] == [("FAILED", 75), ("COMPLETED", 0)]
     log = Path(attempts[0].submission.log_path).read_text()
     assert "the job saved on the time-limit warning (exit 1): exit 75, resume me" in log
+
+
+def test_a_refusal_for_no_progress_names_checkpoint_folders_runjob_cannot_use(ctx):
+    # A job saving its own way into checkpoint-N folders, without trainer_state.json or the
+    # marker: before, the refusal said only "no progress", as if it had saved nothing.
+    save = 'mkdir -p "$RUNJOB_CHECKPOINT_DIR/checkpoint-10" && echo weights > "$RUNJOB_CHECKPOINT_DIR/checkpoint-10/model.bin"'
+    row = run_to_end(ctx, {"name": "unmarked", "command": f"{save}; sleep 30", "resources": {"time": "0:01"}})
+    assert [a.state for a in ctx.store.attempts(row.id)] == ["TIMEOUT", "TIMEOUT"]
+    assert "no progress" in row.outcome
+    assert "checkpoint folders without trainer_state.json or runjob's .runjob_complete marker" in row.outcome
+    assert "checkpoint-10" in row.outcome
+    refusal = [e.message for e in ctx.store.events(row.id, kinds=("resume_refused",))]
+    assert refusal and "checkpoint-10" in refusal[0]
