@@ -60,7 +60,9 @@ def test_no_progress_stops_after_two_attempts(ctx):
 def test_torn_line_from_a_kill_is_repaired_on_resume(ctx, runjob_cli):
     from runjob_core import resume
 
-    row = run_to_end(ctx, {"name": "torn", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25"})
+    # resume.auto off: the manual path (the automatic one: the test below)
+    row = run_to_end(ctx, {"name": "torn", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25",
+                           "resume": {"auto": False}})
     first = ctx.store.latest_attempt(row.id)
     assert first.state == "FAILED" and first.exit_code == 137
     plan, _ = resume.plan(ctx, row)
@@ -70,6 +72,19 @@ def test_torn_line_from_a_kill_is_repaired_on_resume(ctx, runjob_cli):
     assert sorted(ids) == list(range(40)) and 99999 not in ids
     log = Path(ctx.store.latest_attempt(row.id).submission.log_path).read_text()
     assert "already done: 25, repaired bytes: 40" in log
+
+
+def test_kill_9_without_an_oom_record_is_a_kill_and_resumes_by_itself(ctx):
+    # Before: labelled host_oom ("request more host memory") and its 'stop' refused the resume.
+    row = run_to_end(ctx, {"name": "kill9", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25"})
+    attempts = ctx.store.attempts(row.id)
+    assert [(a.state, a.exit_code) for a in attempts] == [("FAILED", 137), ("COMPLETED", 0)]
+    labels = {e.data.get("label") for e in ctx.store.events(row.id, kinds=("finding",))}
+    assert "killed" in labels and "host_oom" not in labels
+    resuming = [e.message for e in ctx.store.events(row.id, kinds=("resuming",))]
+    assert resuming and "(killed)" in resuming[0]
+    ids = rows_of(ctx, ctx.store.get_job(row.id))
+    assert sorted(ids) == list(range(40))
 
 
 def test_checkpoint_without_marker_is_skipped_for_the_previous_one(ctx):
