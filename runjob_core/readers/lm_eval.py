@@ -14,7 +14,8 @@ file, ``results[task]`` maps ``"<metric>,<filter>"`` to a number (``"acc,none"``
 ``metrics`` (the metric names) and each metric's value under its name.
 
 Each sample becomes one row: ``id`` (``task/doc_id``, with ``/filter`` when not ``none``),
-``task``, ``doc_id``, ``filter``, ``target`` (as text), ``response`` (the filtered response:
+``task``, ``doc_id``, ``filter``, ``target`` (as text; a choice task's index as the choice),
+``response`` (the filtered response:
 the generated text, or for a loglikelihood choice task the continuation with the highest
 log-likelihood), ``metric`` and ``score`` (the sample's first numeric metric: tasks differ in
 their metrics, and one column every row fills is what validation and the report check) and
@@ -104,7 +105,7 @@ def _sample_rows(task: str, path: Path) -> list[dict[str, Any]]:
 def _row(task: str, sample: dict[str, Any]) -> dict[str, Any]:
     filter_name = sample.get("filter") or "none"
     doc_id = sample.get("doc_id")
-    target = sample.get("target")
+    target = _choice_text(sample, sample.get("target"))
     row: dict[str, Any] = {
         "id": f"{task}/{doc_id}" + ("" if filter_name == "none" else f"/{filter_name}"),
         "task": task, "doc_id": doc_id, "filter": filter_name,
@@ -135,6 +136,15 @@ def _response(sample: dict[str, Any]) -> str | None:
     if isinstance(argument, dict) and isinstance(argument.get("arg_1"), str):
         return argument["arg_1"].strip()
     return str(best)
+
+
+def _choice_text(sample: dict[str, Any], target: Any):
+    """A choice task's target index as the choice's text (the response is a text too)."""
+    index = int(target) if isinstance(target, int) or (isinstance(target, str) and target.isdigit()) else None
+    argument = (sample.get("arguments") or {}).get(f"gen_args_{index}") if index is not None else None
+    if isinstance(argument, dict) and isinstance(argument.get("arg_1"), str) and "gen_args_1" in sample["arguments"]:
+        return argument["arg_1"].strip()
+    return target
 
 
 def _float(value: Any) -> float | None:

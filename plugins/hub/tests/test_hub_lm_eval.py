@@ -29,7 +29,7 @@ def test_reader_turns_samples_into_rows_and_results_into_task_scores(tmp_path):
                    "response": "five ", "metric": "exact_match", "score": 1.0, "metrics": {"exact_match": 1.0}}
     # a loglikelihood choice task: the response is the continuation the model scored highest
     choices = {r["id"]: r for r in table.rows if r["task"] == "tiny_sum"}
-    assert choices["tiny_sum/0"]["response"] == "five" and choices["tiny_sum/0"]["target"] == "5"
+    assert choices["tiny_sum/0"]["response"] == "five" and choices["tiny_sum/0"]["target"] == "five"
     assert sum(r["score"] for r in choices.values()) == 4 and all(r["metric"] == "acc" for r in choices.values())
     assert readers.read(tmp_path) is None  # a folder without lm-eval's files: read as plain JSONL
 
