@@ -5,8 +5,10 @@
 Fills a fresh state store (jobs with 1-3 attempts, a quarter of them canaries, findings,
 resumes, metric curves across attempts), then times ``Builder.build()``: a cold build (new
 builder) and a warm rebuild (the same builder, as ``--serve`` and collect keep it), next to
-the raw floor of reading the same rows out of SQLite. Target: a cold build <= 2 s (the
-machine is shared: compare the ratio to the floor between runs, not only the seconds).
+the raw floor of reading the same rows out of SQLite, and the sync after one job's collect
+(a new builder: only the job that changed is built again). Target: a cold build <= 2 s, or
+a collect's sync that does not wait for a full rebuild (the machine is shared: compare the
+ratio to the floor between runs, not only the seconds).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def main() -> None:
         os.chdir(work)  # results folders (none here) are looked up relative to the working folder
         store = Store(work / "state.db")
         t0 = time.perf_counter()
-        fill(store, args.jobs, args.events, args.points)
+        ids = fill(store, args.jobs, args.events, args.points)
         print(f"filled {args.jobs} jobs, {args.events} events, {args.points} metric points in {time.perf_counter() - t0:.1f} s")
 
         def raw() -> None:
@@ -106,11 +108,23 @@ def main() -> None:
         floor = time_call(raw, args.repeat)
         cold_s = time_call(cold, args.repeat)
         warm_s = time_call(warm_builder.build, args.repeat)
+        collected = iter(ids[::max(1, len(ids) // 50)])
+
+        def after_collect() -> None:
+            # What a collect does: one job gets its events, then a new builder syncs the site.
+            job_id = next(collected)
+            store.add_event(job_id, "collected", "results downloaded", attempt=1)
+            built = Builder(store, work / "site").build()
+            assert built["rebuilt"] == 1, built
+
+        sync_s = time_call(after_collect, args.repeat)
         pages = len(list((work / "site").glob("*.html")))
         size = sum(p.stat().st_size for p in (work / "site").iterdir()) / 1e6
         print(f"\nread every row with sqlite3 (floor) {median_ms(floor):8.0f} ms")
         print(f"dashboard build, cold (empty folder){median_ms(cold_s):8.0f} ms  ({median_ms(cold_s) / median_ms(floor):.1f}x the floor)")
         print(f"rebuild, nothing changed            {median_ms(warm_s):8.0f} ms  ({median_ms(warm_s) / median_ms(floor):.1f}x the floor)")
+        print(f"sync after one job's collect        {median_ms(sync_s):8.0f} ms  (a new builder, as collect runs it: "
+              f"only that job rebuilt; target <= 2000 ms: {'met' if median_ms(sync_s) <= 2000 else 'NOT met'})")
         print(f"cold build, CPU time of this process {median_ms(cpu):8.0f} ms  (the wall time above includes waiting for a "
               "shared CPU)")
         print(f"{pages} pages, {size:.1f} MB; target cold build <= 2000 ms: wall {median_ms(cold_s):.0f} ms "

@@ -11,7 +11,11 @@ Section 2 also prints the monitor's memory (RSS, and what one cycle allocates) a
 ``--record FILE``, saves the squeue output it polled (bench_cycle_recorded.py replays it).
 Job names carry this run's id, and only those names are cancelled at the end.
 
-Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,fifty] [--record FILE]
+4. One-shot `runjob status` (a whole process, as a user types it) over the queued jobs vs
+   `ssh host squeue -h -u USER` over OpenSSH's ControlMaster (target: at most 1.2x), and how
+   many of those status processes wrote to the store (target: none, nothing changed).
+
+Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,status,fifty] [--record FILE]
 """
 
 from __future__ import annotations
@@ -43,17 +47,22 @@ def ssh_argv(env: dict[str, str], command: str) -> list[str]:
 
 def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, control: list) -> None:
     subprocess.run(control, check=True, capture_output=True)  # opens the shared connection
-    subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)  # starts runjob's agent
+    # The first command starts runjob's agent (the shared connection) and its warm process.
+    subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)
+    cold_env = {**env_vars, "RUNJOB_WARM": "0"}
     samples = time_interleaved([
         lambda: subprocess.run(raw, check=True, capture_output=True),
         lambda: subprocess.run(control, check=True, capture_output=True),
         lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True),
+        lambda: subprocess.run(submit, cwd=work, env=cold_env, check=True, capture_output=True),
     ], args.reps)
     rows = list(zip(["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
-                     "runjob submit --yes (new process: load, render, stage, sbatch)"], samples))
-    show("1. submit one small job", rows, target="runjob at most 1.5x ssh sbatch")
-    shared = median_ms(rows[2][1]) / median_ms(rows[1][1])
-    print(f"  runjob vs ssh with ControlMaster: {shared:.2f}x (runjob's start-up: Python and its imports)")
+                     "runjob submit --yes (the default: warm process, shared agent)",
+                     "runjob submit --yes, RUNJOB_WARM=0 (new process: imports, render, sbatch)"], samples))
+    show("1. submit one small job", rows, target="runjob at most 1.0x ssh sbatch")
+    for label, row in (("warm process", rows[2]), ("RUNJOB_WARM=0", rows[3])):
+        shared = median_ms(row[1]) / median_ms(rows[1][1])
+        print(f"  runjob ({label}) vs ssh with ControlMaster: {shared:.2f}x (target: at most 3x)")
     subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
 
 
@@ -61,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--queued", type=int, default=200)
-    parser.add_argument("--only", default="submit,poll,fifty", help="sections to run")
+    parser.add_argument("--only", default="submit,poll,status,fifty", help="sections to run")
     parser.add_argument("--record", help="save the polled squeue output here")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -95,6 +104,8 @@ def main() -> None:
         try:
             if "poll" in only:
                 poll_section(args, env, context, transport, work, names["queued"])
+            if "status" in only:
+                status_section(args, env, context, work, names["queued"], env_vars, control)
             if "fifty" in only:
                 quick = job_from_mapping({"name": names["fifty"], "cluster": "bench", "command": "true",
                                           "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
@@ -113,13 +124,58 @@ def main() -> None:
             context.close()
 
 
-def poll_section(args, env: dict, context, transport, work: Path, name: str) -> None:
-    from runjob_core import lifecycle, monitor
+def queue_jobs(args, context, work: Path, name: str) -> list[str]:
+    """*args.queued* jobs waiting in the ``maint`` partition (down: they stay queued), once."""
+    from runjob_core import lifecycle
     from runjob_core.config import job_from_mapping
 
+    known = [row.id for row in context.store.list_jobs(limit=10**6) if row.name == name]
+    if known:
+        return known
     queued_job = job_from_mapping({"name": name, "cluster": "bench", "command": "true",
                                    "resources": {"partition": "maint"}}, source="bench", base_dir=str(work))
-    ids = [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
+    return [lifecycle.submit(context, queued_job, context.clusters["bench"], new=True)[0].id for _ in range(args.queued)]
+
+
+def status_section(args, env: dict, context, work: Path, name: str, env_vars: dict, control: list) -> None:
+    import sqlite3
+
+    from runjob_core import monitor
+
+    ids = queue_jobs(args, context, work, name)
+    monitor.cycle(context, ids)  # every job recorded as queued: what follows changes nothing
+    squeue = [*control[:-1], f"squeue -h -u {shlex.quote(env['RUNJOB_TEST_SSH_USER'])}"]
+    status = [str(BIN / "runjob"), "status"]
+    cold_env = {**env_vars, "RUNJOB_WARM": "0"}
+    subprocess.run(squeue, check=True, capture_output=True)  # the shared connection is up
+    subprocess.run(status, cwd=work, env=env_vars, check=True, capture_output=True)  # the warm process is up
+    watcher = sqlite3.connect(work / ".runjob" / "state.db")
+    version = lambda: watcher.execute("PRAGMA data_version").fetchone()[0]  # noqa: E731 - moves on another connection's commit
+    wrote = []
+
+    def one_status(environ: dict) -> None:
+        before = version()
+        subprocess.run(status, cwd=work, env=environ, check=True, capture_output=True)
+        wrote.append(version() != before)
+
+    samples = time_interleaved([
+        lambda: subprocess.run(squeue, check=True, capture_output=True),
+        lambda: one_status(env_vars),
+        lambda: one_status(cold_env),
+    ], args.reps)
+    show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", [
+        ("ssh (ControlMaster) host squeue -h -u USER", samples[0]),
+        ("runjob status (the default: warm process, shared agent)", samples[1]),
+        ("runjob status, RUNJOB_WARM=0", samples[2]),
+    ], target="runjob status at most 1.2x")
+    print(f"  status processes that wrote to the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0)")
+    watcher.close()
+
+
+def poll_section(args, env: dict, context, transport, work: Path, name: str) -> None:
+    from runjob_core import lifecycle, monitor
+
+    ids = queue_jobs(args, context, work, name)
     rss_before = _rss_mib()
     # As `runjob watch` cycles: it keeps its observe leases (one writer per job) between cycles.
     watching = functools.partial(monitor.cycle, keep_leases=True)
@@ -135,16 +191,31 @@ def poll_section(args, env: dict, context, transport, work: Path, name: str) -> 
         before = len(transport.commands)
         cycles.extend(time_call(lambda: watching(context, ids), 1))
         commands += len(transport.commands) - before
+    # `runjob status` in a process of its own, with no `watch` following the jobs: a fresh
+    # context (empty memo, its own store connection and lease owner) for each cycle, over
+    # the same open connection; opening it is not timed (that is start-up, section 4).
+    monitor._release_observed(context)
+    raws_again: list[float] = []
+    writes = 0
     for _ in range(args.reps):
-        # `runjob status`: one cycle that takes the leases and gives them back.
-        one_shot.extend(time_call(lambda: monitor.cycle(context, ids), 1))
-        watching(context, ids)
+        raws_again.extend(time_call(lambda: transport.run(squeue), 1))
+        fresh = lifecycle.open_context()
+        fresh._transports[("bench", None)] = transport
+        before = fresh.store.generation()[1]
+        one_shot.extend(time_call(lambda: monitor.cycle(fresh, ids), 1))
+        writes += fresh.store.generation()[1] - before
+        fresh._transports.clear()  # the shared connection is not this context's to close
+        fresh.close()
     per_cycle = commands / len(cycles)
     show(f"2. one poll cycle over {args.queued} queued jobs (same open connection)", [
         ("raw `squeue -h -u USER` over paramiko", raws),
         ("runjob monitor cycle, as `watch` runs it (poll + store + health)", cycles),
-        ("a one-shot cycle, as `runjob status` runs it (leases taken and given back)", one_shot),
     ], target="at most 1.2x (the watch cycle)")
+    show("   one-shot cycles, as `runjob status` runs them in a new process (nothing changed)", [
+        ("raw `squeue -h -u USER` over paramiko", raws_again),
+        ("one-shot cycle of a fresh context (no lease taken: nothing to record)", one_shot),
+    ], target="at most 1.2x")
+    print(f"  store rows written by {args.reps} one-shot cycles: {writes} (target: 0)")
     print(f"  remote commands per cycle: {per_cycle:.1f} (target: 2 at most)")
     tracemalloc.start()
     monitor.cycle(context, ids)

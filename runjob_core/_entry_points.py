@@ -16,7 +16,6 @@ import marshal
 import os
 import sys
 import zlib
-from pathlib import Path
 from typing import Any, NamedTuple
 
 GROUPS = ("runjob", "runjob.commands")
@@ -38,6 +37,56 @@ class EntryPoint(NamedTuple):
         for part in filter(None, attribute.strip().split(".")):
             module = getattr(module, part)
         return module
+
+
+def _cache_dir() -> str:
+    # os.path, not pathlib: `runjob --help` reads this, and pathlib alone costs it ~10 ms.
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "runjob")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}")
+    with open(tmp, "wb") as file:
+        file.write(data)
+    os.replace(tmp, path)
+
+
+def _help_key(ep: EntryPoint) -> str:
+    return f"{ep.dist}=={ep.version}:{ep.name}={ep.value}"
+
+
+def command_helps() -> dict[str, str]:
+    """Plugin command -> its one-line help (or ``BROKEN: ...``), as last described by
+    :func:`describe_commands`. ``runjob --help`` reads only this: it imports no plugin."""
+    try:
+        known = marshal.loads(_read(os.path.join(_cache_dir(), "command-help.marshal")))
+    except (OSError, ValueError, EOFError, TypeError):
+        return {}  # not described yet: the listing says how to describe them
+    if not isinstance(known, dict):
+        return {}
+    return {ep.name: known[_help_key(ep)] for ep in entry_points("runjob.commands") if _help_key(ep) in known}
+
+
+def describe_commands() -> dict[str, str]:
+    """Load every plugin command once to read its one-line help (``runjob plugins`` and the
+    warm process do; they import the plugins anyway) and keep it for ``runjob --help``."""
+    described = {}
+    for ep in entry_points("runjob.commands"):
+        try:
+            described[_help_key(ep)] = ep.load().get_short_help_str(limit=80) or "(no help)"
+        except Exception as exc:  # a broken plugin: listed as broken, never hiding the other commands
+            described[_help_key(ep)] = f"BROKEN: cannot be loaded ({type(exc).__name__}: {exc}); reinstall {ep.dist}"
+    try:
+        _write_atomically(os.path.join(_cache_dir(), "command-help.marshal"), marshal.dumps(described))
+    except OSError:
+        pass  # a read-only home: described again next time
+    return {key.split(":", 1)[1].split("=", 1)[0]: text for key, text in described.items()}
 
 
 def _cache_key() -> list[list[Any]]:
@@ -62,9 +111,9 @@ def _all() -> list[EntryPoint]:
     # different paths and would otherwise evict each other's entry on every switch.
     joined = "\0".join(entry for entry, _ in key).encode("utf-8", "surrogateescape")
     digest = f"{zlib.crc32(joined):08x}{zlib.adler32(joined):08x}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / f"entry-points-{digest}.marshal"
+    cache = os.path.join(_cache_dir(), f"entry-points-{digest}.marshal")
     try:
-        cached = marshal.loads(cache.read_bytes())
+        cached = marshal.loads(_read(cache))
         # marshal's format is the interpreter's: the version is part of what must match.
         if cached["key"] == key and cached.get("groups") == list(GROUPS) and cached.get("python") == sys.version:
             return [EntryPoint(*item) for item in cached["entry_points"]]
@@ -78,11 +127,8 @@ def _all() -> list[EntryPoint]:
         for ep in importlib.metadata.entry_points(group=group)
     ]
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
         data = {"key": key, "groups": list(GROUPS), "python": sys.version, "entry_points": [list(ep) for ep in found]}
-        tmp.write_bytes(marshal.dumps(data))
-        tmp.replace(cache)
+        _write_atomically(cache, marshal.dumps(data))
     except OSError:
         pass  # a read-only home: scan again next time
     return found

@@ -141,6 +141,19 @@ def release_all(db: sqlite3.Connection, owner: str) -> None:
     db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
 
 
+def holders(db: sqlite3.Connection, keys: list[str], owner: str) -> dict[str, str]:
+    """The keys of *keys* held by a live owner other than *owner*, with that owner."""
+    now = time.time()
+    held: dict[str, str] = {}
+    for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+        chunk = keys[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for key, other, expires_at in db.execute(f"SELECT key, owner, expires_at FROM leases WHERE key IN ({marks})", chunk):
+            if other != owner and _held_by_other(other, expires_at, now):
+                held[key] = other
+    return held
+
+
 def holder(db: sqlite3.Connection, key: str) -> str | None:
     row = db.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
     if row is None or not _held_by_other(row[0], row[1], time.time()):

@@ -108,7 +108,7 @@ def _from_hub(repo_id: str) -> ModelLength | Unknown:
         import huggingface_hub
         from huggingface_hub import errors
     except ImportError:
-        return Unknown("huggingface_hub is not installed (pip install 'runjob[hub]') and model.path has no config.json")
+        return Unknown("huggingface_hub is not installed (pip install 'runjob-core[hub]') and model.path has no config.json")
     cached = huggingface_hub.try_to_load_from_cache(repo_id, "config.json")
     where = "the Hugging Face cache"
     endpoint = hub_endpoint()

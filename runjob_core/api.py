@@ -26,12 +26,16 @@ from typing import Any
 
 import attrs
 
-from runjob_core.errors import ConfigError, RefusedError, RunjobError
+from runjob_core.errors import (
+    BackendError, ConfigError, JobNotFoundError, RefusedError, RunjobError, TransportError, UnknownBackendError,
+    WaitTimeoutError,
+)
 from runjob_core.lifecycle import Collected
 from runjob_core.models import ACTIVE_STATES, JobSpec, Rendered
 
 __all__ = [
-    "Collected", "ConfigError", "JobRef", "JobState", "Plan", "RefusedError", "RunResult", "RunjobError", "Session",
+    "BackendError", "Collected", "ConfigError", "JobNotFoundError", "JobRef", "JobState", "Plan", "RefusedError",
+    "RunResult", "RunjobError", "Session", "TransportError", "UnknownBackendError", "WaitTimeoutError",
     "job_from_dict", "load_job", "open", "variant",
 ]
 
@@ -49,6 +53,9 @@ class JobRef:
     cluster: str
     #: ``full`` or ``canary``.
     kind: str
+    #: What pre-flight warned about when this job was submitted (it was submitted anyway);
+    #: empty for a job that was already running and is followed instead.
+    warnings: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -197,7 +204,9 @@ class Session:
 
         launched = lifecycle.launch(self._context, job, spec_path=spec_path or job.source, canary=canary, force=force,
                                     new=new, failed_canary=failed_canary)
-        return _ref(launched.row)
+        checks = launched.preflight  # problems are here only when *force* submitted the job anyway
+        warnings = (*checks.problems, *checks.warnings) if checks is not None else ()
+        return attrs.evolve(_ref(launched.row), warnings=warnings)
 
     def run(self, job: JobSpec, *, canary: bool = False, force: bool = False, new: bool = False,
             failed_canary: bool = False, timeout: float | None = None) -> RunResult:
@@ -237,7 +246,8 @@ class Session:
              on_cycle: Callable[[list[JobState]], None] | None = None) -> list[JobState]:
         """Follow *jobs* until every one has ended (automatic resumes included), polling each
         cluster once per cycle and backing off while nothing changes. Raises
-        :class:`TimeoutError` after *timeout* seconds (the jobs keep running)."""
+        :class:`WaitTimeoutError` (a :class:`RunjobError` and a :class:`TimeoutError`) after
+        *timeout* seconds; the jobs keep running."""
         from runjob_core import monitor
 
         ids = self._ids(jobs)
@@ -256,16 +266,21 @@ class Session:
                 return states
             if deadline is not None and time.monotonic() >= deadline:
                 waiting = ", ".join(s.name for s in states if not s.done)
-                raise TimeoutError(f"still running after {timeout:g} s: {waiting}")
+                raise WaitTimeoutError(f"still running after {timeout:g} s: {waiting}")
             interval = min(interval, 0.5) if result.changed else min(longest, interval * 1.5)
             time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
 
     # -- after
 
     def collect(self, job: JobRef | JobState | str) -> Collected:
-        """Download the results into ``./results/<name>/``, publish and validate them."""
+        """Download the results into ``./results/<name>/``, publish and validate them. A job
+        that is still running is refused (:class:`RefusedError`, "still running"): wait first."""
         from runjob_core import lifecycle
 
+        state = self.status(job)
+        if not state.done:
+            raise RefusedError(f"{state.name} ({state.id}) is still running ({state.state}); "
+                               f"collect it once it has ended (Session.wait)")
         return lifecycle.collect(self._context, self._context.store.find_job(_key(job)))
 
     def report(self, job: JobRef | JobState | str) -> dict[str, Any]:

@@ -45,7 +45,9 @@ def _core_checks(context, cluster) -> list[CheckResult]:
         return [_row("connect", False, str(exc), "check host, port, user, identity_file and known_hosts in clusters.yaml")]
     rows = [_row("connect", True, transport.label),
             _row("whoami", who.ok, who.stdout.strip() or who.stderr.strip(), "the account cannot run commands")]
-    scratch = transport.expand(cluster.scratch_path or "~/runjob")
+    from runjob_core.staging import scratch_root
+
+    scratch = scratch_root(cluster, transport, context.state_dir)  # the folder jobs really use
     probe = f"{scratch.rstrip('/')}/.runjob-write-test-{uuid.uuid4().hex[:8]}"
     fix = f"make {scratch} writable or change scratch_path in clusters.yaml"
     try:

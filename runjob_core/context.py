@@ -35,7 +35,12 @@ class RunContext:
     _callers: dict[tuple[str, str], Any] = attrs.field(factory=dict)
     _scratch: dict[str, dict[Any, Any]] = attrs.field(factory=dict)
 
-    #: The one process runner; plugins call ``context.run(argv, ...)``.
+    #: The one process runner; plugins call ``context.run(argv, ...)`` (never through a
+    #: shell). A plain call *waits* for the process and *captures* its output: it returns a
+    #: ``Completed`` with ``returncode``, ``stdout`` and ``stderr`` (text) once the process
+    #: has ended, so never use it for something that runs as long as the job. For that,
+    #: ``detach=True`` (with ``output_path=``) starts the process in its own session with
+    #: its output appended to that file and returns at once with its ``pid``.
     run = staticmethod(execute.run)
 
     def transport(self, cluster: ClusterConfig, machine: Machine | None = None) -> Transport:

@@ -38,5 +38,10 @@ class JobNotFoundError(RunjobError):
     """No job in the state store matches the given id or name."""
 
 
+class WaitTimeoutError(RunjobError, TimeoutError):
+    """Jobs were still running when a wait's timeout ran out (they keep running). Also a
+    :class:`TimeoutError`, so ``except TimeoutError`` works as well as ``except RunjobError``."""
+
+
 class RefusedError(RunjobError):
     """Pre-flight refused to submit a job; the message says why and what to change."""

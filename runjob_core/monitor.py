@@ -77,7 +77,10 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
     _plugin_errors.next_cycle(context)
     unreachable: set[str] = set()  # jobs whose backend's poll keeps failing (marked with what to do)
     grouped, rows = _cyclememo.groups(context, job_ids, _submission)
-    by_cluster, followed = _observed_here(context, grouped)
+    # `watch` leases every job it follows up front and keeps them; a one-shot cycle leases a
+    # job only when it has something to record (see _lease_to_record), so an unchanged
+    # `runjob status` writes nothing at all.
+    by_cluster, followed = _observed_here(context, grouped) if keep_leases else _observed_elsewhere(context, grouped)
     changed = _finish_pending(context, job_ids)
     views: dict[str, JobView] = {}
     seen = _cyclememo.seen(context)
@@ -92,6 +95,7 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
         pushed = watch is not None and watch.alive
         polled = _watch.needs_poll(group, woken, seen)
         statuses: dict[str, JobStatus] = {}
+        to_observe: list[tuple[AttemptRow, Submission, JobStatus, set[str] | None]] = []
         if polled:
             try:
                 statuses = context.hook("runjob_poll", cluster.type)(submissions=submissions, cluster=cluster, context=context) or {}
@@ -130,6 +134,11 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
             if not causes and _cyclememo.unchanged(last, attempt, status, pushed=pushed):
                 views[job_id] = last.view
                 continue
+            to_observe.append((attempt, submission, status, causes))
+        if not keep_leases:
+            to_observe = _lease_to_record(context, to_observe, followed)
+        for attempt, submission, status, causes in to_observe:
+            job_id = attempt.job_id
             observed[job_id] = attempt.state
             try:
                 if _observe(context, cluster, rows[job_id], attempt, submission, status, views,
@@ -190,13 +199,46 @@ def _observed_here(context: RunContext, grouped: dict) -> tuple[dict, set[str]]:
             renew_at[key] = now + OBSERVE_LEASE_SECONDS / 2
     if not others:
         return grouped, set()  # the usual case: the memo's lists, as they were
-    followed = {key.split(":", 1)[1] for key in others}
+    return _without(grouped, {key.split(":", 1)[1] for key in others})
+
+
+def _observed_elsewhere(context: RunContext, grouped: dict) -> tuple[dict, set[str]]:
+    """The cluster groups without the jobs another live process observes, read without a
+    write: a one-shot cycle takes no lease up front (:func:`_lease_to_record`)."""
+    wanted = [f"observe:{a.job_id}" for group, _ in grouped.values() for a in group]
+    others = context.store.lease_holders(wanted)
+    if not others:
+        return grouped, set()
+    return _without(grouped, {key.split(":", 1)[1] for key in others})
+
+
+def _lease_to_record(context: RunContext, to_observe: list, followed: set[str]) -> list:
+    """Of the jobs a one-shot cycle is about to observe, those with something to record
+    are leased in one transaction (one writer per job); one that another process took
+    meanwhile is left to it (shown, not written). A job still queued as the store has it
+    records nothing, so it needs no lease."""
+    keys = [f"observe:{attempt.job_id}" for attempt, _sub, status, _causes in to_observe if not _still_queued(attempt, status)]
+    others = context.store.try_leases(keys, ttl=OBSERVE_LEASE_SECONDS) if keys else {}
+    if not others:
+        return to_observe
+    taken_by_others = {key.split(":", 1)[1] for key in others}
+    followed.update(taken_by_others)
+    return [item for item in to_observe if item[0].job_id not in taken_by_others]
+
+
+def _still_queued(attempt: AttemptRow, status: JobStatus) -> bool:
+    """The poll says what the store says of a job waiting in the queue: :func:`_observe`
+    writes nothing for it."""
+    return status.state == PENDING and attempt.state == PENDING and (status.reason or None) == (attempt.reason or None)
+
+
+def _without(grouped: dict, job_ids: set[str]) -> tuple[dict, set[str]]:
     by_cluster = {}
     for cluster_name, (group, submissions) in grouped.items():
-        keep = [(a, s) for a, s in zip(group, submissions) if a.job_id not in followed]
+        keep = [(a, s) for a, s in zip(group, submissions) if a.job_id not in job_ids]
         if keep:
             by_cluster[cluster_name] = ([a for a, _ in keep], [s for _, s in keep])
-    return by_cluster, followed
+    return by_cluster, job_ids
 
 
 def _submission(context: RunContext, attempt: AttemptRow) -> Submission:

@@ -167,7 +167,15 @@ def require_backend(pm: pluggy.PluginManager, backend: str, *, cluster: str | No
                    f"{broken.error}. Reinstall or fix it; `runjob plugins` lists what loaded")
         raise UnknownBackendError(message)
     installed = ", ".join(names) or "none"
-    message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install runjob-{backend}"
+    import difflib
+
+    close = difflib.get_close_matches(backend, names, n=1, cutoff=0.6)
+    if close:
+        # A typo of an installed backend: suggesting `pip install runjob-slrum` would send the
+        # user to install a package that does not exist (or, worse, someone else's).
+        message = f"no backend named {backend!r}{where}; did you mean {close[0]!r}? Installed backends: {installed}"
+    else:
+        message = f"no backend named {backend!r}{where}; installed backends: {installed}. Install it with: pip install runjob-{backend}"
     raise UnknownBackendError(message)
 
 

@@ -47,22 +47,29 @@ def _under(base: str, path: str) -> str:
 MACHINE_HOME = "/root"
 
 
+def scratch_root(cluster: ClusterConfig, transport: Transport | None, state_dir: Path) -> str:
+    """The folder jobs of *cluster* really keep their files under (``runjob clusters check``
+    tests this one): ``scratch_path``; without it ``<state dir>/scratch`` on this machine,
+    ``~/runjob`` on a cluster, and ``/root/runjob`` on a machine not created yet."""
+    if transport is None:
+        scratch = cluster.scratch_path or "~/runjob"
+        if not scratch.startswith("/"):
+            scratch = MACHINE_HOME + "/" + scratch.removeprefix("~").lstrip("/")
+        return scratch
+    if cluster.scratch_path:
+        return transport.expand(cluster.scratch_path)
+    if isinstance(transport, LocalTransport):
+        return str((state_dir / "scratch").absolute())
+    return transport.expand("~/runjob")
+
+
 def layout_for(
     job: JobSpec, cluster: ClusterConfig, job_id: str, attempt: int, transport: Transport | None, state_dir: Path
 ) -> Layout:
     """Where attempt *attempt* of *job* keeps its files. *transport* is ``None`` for a
     machine that is not created yet: paths then come from ``scratch_path`` alone."""
     is_local = isinstance(transport, LocalTransport)
-    if transport is None:
-        scratch = cluster.scratch_path or "~/runjob"
-        if not scratch.startswith("/"):
-            scratch = MACHINE_HOME + "/" + scratch.removeprefix("~").lstrip("/")
-    elif cluster.scratch_path:
-        scratch = transport.expand(cluster.scratch_path)
-    elif is_local:
-        scratch = str((state_dir / "scratch").absolute())
-    else:
-        scratch = transport.expand("~/runjob")
+    scratch = scratch_root(cluster, transport, state_dir)
     job_dir = _join(scratch, "jobs", job.name, job_id)
     local_workdir = Path(job.base_dir, job.workdir).resolve() if job.workdir else Path(job.base_dir).resolve()
     if is_local:

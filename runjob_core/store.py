@@ -305,7 +305,7 @@ class Store:
                 # This runjob would misread or damage what the newer one keeps there.
                 raise RunjobError(f"{self.path} was written by a newer runjob (state schema {version}, usable from "
                                   f"schema {oldest}; this runjob has {SCHEMA_VERSION}): upgrade runjob "
-                                  "(pip install -U runjob), or set RUNJOB_HOME to another folder")
+                                  "(pip install -U runjob-core), or set RUNJOB_HOME to another folder")
             return  # newer, compatible: extra columns are ignored when reading
         if version == SCHEMA_VERSION:
             return
@@ -390,6 +390,10 @@ class Store:
 
     def lease_holder(self, key: str) -> str | None:
         return _leases.holder(self._db, key)
+
+    def lease_holders(self, keys: list[str]) -> dict[str, str]:
+        """Which of *keys* another live owner holds, with that owner; read only (no write)."""
+        return _leases.holders(self._db, keys, self.owner)
 
     # ------------------------------------------------------------------ jobs
 
@@ -654,6 +658,19 @@ class Store:
                         "DELETE FROM metrics WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER"
                         " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?)"
                         " WHERE rn % 2 = 0 AND rn < ?)", (job_id, attempt, series, count))
+
+    def change_stamps(self) -> dict[str, list]:
+        """Job id -> what changes when anything of the job changes: the fields of its attempts
+        and the count and newest row id of its events, artifacts and metric points (the
+        dashboard rebuilds a job only when this moved). Four queries for every job."""
+        found: dict[str, list] = {}
+        for table in ("events", "artifacts", "metrics"):
+            for job_id, count, last in self._db.execute(f"SELECT job_id, COUNT(*), MAX(rowid) FROM {table} GROUP BY job_id"):
+                found.setdefault(job_id, []).append([table, count, last])
+        for row in self._db.execute("SELECT job_id, n, state, exit_code, started_at, ended_at, released_at, step, rows_done"
+                                    " FROM attempts ORDER BY job_id, n"):
+            found.setdefault(row[0], []).append(["attempt", *row[1:]])
+        return found
 
     def metrics(self, job_id: str, *, series: tuple[str, ...] = ()) -> list[tuple[int, str, float | None, float | None, float]]:
         """(attempt, series, step, ts, value) of a job (only *series* if given), by series, attempt and step."""

@@ -206,3 +206,23 @@ def test_full_run_after_a_failed_canary_warns_and_asks(project):
     forced = runjob("run", "fragile.yaml", "--yes", cwd=project, check=1)  # full job completes, but has no results
     assert "warning: the last canary" in forced.stderr
     assert "full run" in runjob("logs", "fragile", cwd=project, check=0).stdout
+
+
+def test_a_misspelt_backend_type_gets_a_did_you_mean_not_an_install_line(project):
+    (project / ".runjob").mkdir(exist_ok=True)
+    (project / ".runjob" / "clusters.yaml").write_text("clusters:\n  della:\n    type: slrum\n    host: h\n")
+    job_file(project, "typo", "true", cluster="della")
+    result = runjob("submit", "typo.yaml", "--yes", cwd=project, check=1)
+    assert "no backend named 'slrum'" in result.stderr and "did you mean 'slurm'?" in result.stderr, result.stderr
+    assert "pip install" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_clusters_check_tests_the_scratch_folder_jobs_really_use(project):
+    import json as _json
+
+    checked = runjob("clusters", "check", "local", "--json", cwd=project, check=0)
+    [scratch] = [row for row in _json.loads(checked.stdout)["checks"] if row["check"] == "scratch writable"]
+    job_file(project, "where", "true")
+    runjob("submit", "where.yaml", "--yes", cwd=project, check=0)
+    [job_dir] = (project / ".runjob" / "scratch" / "jobs" / "where").iterdir()  # where the job's files went
+    assert scratch["ok"] and Path(scratch["detail"]) == job_dir.parents[2], scratch

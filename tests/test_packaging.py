@@ -16,12 +16,13 @@ def build(tmp_path, project):
 def test_wheels_carry_templates_and_render_from_an_installed_copy(tmp_path):
     build(tmp_path / "wheels", REPO)
     build(tmp_path / "wheels", REPO / "plugins" / "local")
-    [core] = (tmp_path / "wheels").glob("runjob-0*.whl")
+    [core] = (tmp_path / "wheels").glob("runjob_core-0*.whl")
     names = zipfile.ZipFile(core).namelist()
     for template in ("base", "training", "vllm"):
         assert f"runjob_core/templates/{template}.sbatch.j2" in names
     assert any(n.startswith("runjob_core/data/references/") and n.endswith(".md") for n in names)
     assert {"runjob_core/data/dashboard/dashboard.js", "runjob_core/data/dashboard/dashboard.css"} <= set(names)
+    assert "runjob_core/py.typed" in names  # type checkers read the API's annotations (PEP 561)
     site = tmp_path / "site"
     wheels = [str(w) for w in (tmp_path / "wheels").glob("*.whl")]
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), *wheels],

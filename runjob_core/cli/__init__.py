@@ -14,6 +14,8 @@ import sys
 
 import click
 
+from runjob_core._version import __version__
+
 #: name -> (module, one-line help). One module per command.
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("runjob_core.cli.init", "Write a commented .runjob/clusters.yaml and an example job."),
@@ -46,6 +48,13 @@ def plugin_commands() -> dict:
     return {ep.name: ep for ep in entry_points("runjob.commands") if ep.name not in COMMANDS}
 
 
+def shadowed_commands() -> list:
+    """Plugin commands that a core command of the same name hides (never run)."""
+    from runjob_core._entry_points import entry_points
+
+    return [ep for ep in entry_points("runjob.commands") if ep.name in COMMANDS]
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*COMMANDS, *plugin_commands()])
@@ -65,11 +74,19 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Plugin commands are listed without importing them: their help says where they come from.
-        extra = plugin_commands()
-        rows = [(name, COMMANDS[name][1] if name in COMMANDS else f"(from {extra[name].dist}; --help for more)")
+        from runjob_core._entry_points import command_helps
+
+        extra, helps = plugin_commands(), command_helps()
+        rows = [(name, COMMANDS[name][1] if name in COMMANDS
+                 else f"{helps.get(name, '(run `runjob plugins` to describe it)')} [{extra[name].dist}]")
                 for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+        hidden = shadowed_commands()
+        if hidden:
+            with formatter.section("Plugin commands hidden by runjob's own"):
+                formatter.write_dl([(ep.name, f"from {ep.dist}: runjob's '{ep.name}' runs instead; the plugin must rename it")
+                                    for ep in hidden])
 
     def invoke(self, ctx: click.Context):
         from runjob_core.errors import RunjobError
@@ -83,7 +100,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="runjob", message="runjob %(version)s")
+@click.version_option(version=__version__, message="runjob %(version)s")
 def cli() -> None:
     """Run ML jobs on SLURM, RunPod or this machine, from one job spec to a verified result.
 

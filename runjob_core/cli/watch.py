@@ -31,5 +31,23 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty(), store=context.store)
         with live:
             monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)
+        failed = _ended_unsuccessfully(context.store, job_ids)
     finally:
         context.close()
+    if failed:
+        # A script (or cron, with --once) must be able to tell a failed job from a finished one.
+        click.echo(f"{len(failed)} job(s) ended unsuccessfully: {', '.join(failed)}", err=True)
+        sys.exit(1)
+
+
+def _ended_unsuccessfully(store, job_ids: list[str]) -> list[str]:
+    """The watched jobs that have ended in any state but COMPLETED, as "name (STATE)"."""
+    from runjob_core.models import ACTIVE_STATES, COMPLETED
+
+    failed = []
+    for job_id in job_ids:
+        row, latest = store.get_job(job_id), store.latest_attempt(job_id)
+        state = latest.state if latest is not None else row.state
+        if state not in ACTIVE_STATES and state != COMPLETED:
+            failed.append(f"{row.name} ({state})")
+    return failed

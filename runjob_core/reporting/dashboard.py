@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from runjob_core.reporting import render, svg
+from runjob_core.reporting import _dashcache, render, svg
 from runjob_core.reporting.report import build_report, hms
 
 ASSETS = ("dashboard.js", "dashboard.css")
@@ -66,21 +66,37 @@ class Builder:
             self._write(self.out / name, data)
         now = time.time()
         jobs = self.store.list_jobs(limit=10**9)
-        summaries = []
+        # Only the jobs that changed since the last build are built again (_dashcache).
+        cached = _dashcache.load(self.out, self.clusters)
+        stamps = _dashcache.stamps(self.store)
+        active = {a.job_id for a in self.store.active_attempts()}
+        summaries, weeks, remembered, rebuilt = [], [], {}, 0
         for row in jobs:
-            events = self.store.events(row.id)
-            metrics = self.store.metrics(row.id)
-            report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
-            summaries.append(_summary(row, report, metrics))
-            self._job_page(row, report, events, metrics)
-        # Running jobs: when they will be done, at their own rate (new dicts: a summary may be kept between builds).
-        summaries = [summary | {"eta": _eta(self.store, row, now)} for row, summary in zip(jobs, summaries)]
+            stamp = _dashcache.stamp_of(row, stamps.get(row.id), row.id in active)
+            entry = _dashcache.reusable(cached.get(row.id), stamp, self.out / page_name(row.id))
+            if entry is None:
+                events = self.store.events(row.id)
+                metrics = self.store.metrics(row.id)
+                report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
+                entry = {"summary": _summary(row, report, metrics), "gpu_weeks": self._gpu_weeks(row, now)}
+                self._job_page(row, report, events, metrics)
+                rebuilt += 1
+            summaries.append(entry["summary"])
+            weeks.append((row.cluster, entry["gpu_weeks"]))
+            if stamp is not None:
+                remembered[row.id] = {"stamp": stamp, **entry}
+        # Running jobs: when they will be done, at their own rate (new dicts: a summary may be kept between
+        # builds; a job with no active attempt has no ETA and costs no query).
+        summaries = [summary | {"eta": _eta(self.store, row, now) if row.id in active else None}
+                     for row, summary in zip(jobs, summaries)]
         self._write(self.out / "index.html", self._index(summaries).encode())
-        self._write(self.out / "clusters.html", self._clusters(jobs, now).encode())
+        self._write(self.out / "clusters.html", self._clusters(weeks).encode())
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
         self._write(self.out / CACHE_FILE, json.dumps(kept, default=str).encode())
+        self._write(self.out / _dashcache.FILE, _dashcache.dump(self.clusters, remembered))
         self.cache = _UsedCache(kept)
-        return {"jobs": len(jobs), "seconds": time.perf_counter() - start, "path": str(self.out / "index.html")}
+        return {"jobs": len(jobs), "rebuilt": rebuilt, "seconds": time.perf_counter() - start,
+                "path": str(self.out / "index.html")}
 
     def build_job(self, job_id: str) -> None:
         """Rewrite one job's page (after the sync event, so its report says so)."""
@@ -156,14 +172,17 @@ class Builder:
         parts.append(self._FOOT)
         self._write(self.out / page_name(row.id), "".join(parts).encode())
 
-    def _clusters(self, jobs, now: float) -> str:
+    def _gpu_weeks(self, row, now: float) -> list[list]:
+        """[week, GPU-hours] of each attempt of the job that ran (kept with its summary)."""
+        spec_gpus = _gpus(row)
+        return [[time.strftime("%G-W%V", time.gmtime(a.started_at)), spec_gpus * ((a.ended_at or now) - a.started_at) / 3600]
+                for a in self.store.attempts(row.id) if a.started_at and spec_gpus]
+
+    def _clusters(self, weeks: list[tuple[str, list[list]]]) -> str:
         hours: dict[tuple[str, str], float] = defaultdict(float)
-        for row in jobs:
-            spec_gpus = _gpus(row)
-            for a in self.store.attempts(row.id):
-                if a.started_at and spec_gpus:
-                    week = time.strftime("%G-W%V", time.gmtime(a.started_at))
-                    hours[(row.cluster, week)] += spec_gpus * ((a.ended_at or now) - a.started_at) / 3600
+        for cluster, job_weeks in weeks:
+            for week, value in job_weeks:
+                hours[(cluster, week)] += value
         parts = [self._head("runjob: clusters"), "<h1>GPU-hours by cluster and week</h1>"]
         by_cluster: dict[str, float] = defaultdict(float)
         for (cluster, _week), value in hours.items():

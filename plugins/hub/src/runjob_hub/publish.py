@@ -127,7 +127,7 @@ def _import_hub():
     try:
         import huggingface_hub
     except ImportError:
-        raise RunjobError("publishing to the Hub needs huggingface_hub: pip install 'runjob[hub]'") from None
+        raise RunjobError("publishing to the Hub needs huggingface_hub: pip install 'runjob-core[hub]'") from None
     return huggingface_hub
 
 

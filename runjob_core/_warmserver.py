@@ -1,0 +1,258 @@
+"""The warm runjob process: everything imported once, one forked child per command.
+
+Started by the first eligible command (:mod:`runjob_core._warm` explains the why) as
+``python -m runjob_core._warmserver SOCKET``. It imports what the eligible commands need
+(click, the CLI, lifecycle, monitor, the store, templating, every plugin, rich), then
+accepts connections on SOCKET. For each, it checks the caller is this user
+(``SO_PEERCRED``) and that no imported runjob module changed on disk since (an edited
+checkout or an upgrade: it answers "stale" and exits, so the caller runs the command
+itself and starts a fresh one), then forks. The child takes the caller's stdin, stdout
+and stderr, working folder, environment and umask, runs the command through
+:func:`runjob_core.cli.main` and sends back the exit code. The warm process itself never
+opens the store, a connection or a file of any job: a child starts from a clean slate.
+
+It exits after ``RUNJOB_WARM_IDLE`` seconds without a command (default 600), and holds a
+lock on ``SOCKET.lock`` while it lives, so two commands starting one at the same instant
+leave one warm process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import marshal
+import os
+import signal
+import socket
+import struct
+import sys
+import traceback
+
+from runjob_core import _warm
+
+#: What a command of :data:`runjob_core._warm._ELIGIBLE` imports, imported once here.
+PRELOAD = (
+    "runjob_core.cli", "runjob_core.cli._common", "runjob_core.cli._show", "runjob_core.cli.submit",
+    "runjob_core.cli.status", "runjob_core.cli.run", "runjob_core.lifecycle", "runjob_core.monitor",
+    "runjob_core.config", "runjob_core.store", "runjob_core.templating", "runjob_core.staging",
+    "runjob_core.transport.agent", "yaml", "rich.console", "rich.table", "rich.markup",
+)
+
+
+def spawn(path: str) -> None:
+    """Start the warm process for *path* in the background (a detached process)."""
+    from runjob_core.transport import execute
+
+    # Started in the socket's private folder: its sys.path[0] holds no Python file.
+    execute.run([sys.executable, "-m", "runjob_core._warmserver", path], detach=True,
+                cwd=os.path.dirname(path), output_path=f"{path}.log")
+
+
+def main(path: str) -> None:
+    lock = open(f"{path}.lock", "a")  # noqa: SIM115 - held for the whole life of the process
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another warm process for this interpreter is starting or serving
+    if os.path.basename(path) != f"{_warm.key()}.sock":
+        return  # started with another import path than the command that asked: of no use to it
+    preload()
+    modules = _module_files()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(path):
+        os.unlink(path)  # left by a warm process that was killed; we hold the lock
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    listener.settimeout(float(os.environ.get("RUNJOB_WARM_IDLE", "600")))
+    try:
+        os.ftruncate(1, 0)  # the log (stdout, appended to) holds this process's life only
+    except OSError:
+        pass  # started by hand on a terminal: nothing to truncate
+    print(f"warm process {os.getpid()} serving {path}", flush=True)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))  # and the socket goes with us
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                return  # idle
+            conn.settimeout(None)
+            with conn:
+                if not _serve(conn, listener, modules):
+                    return  # stale: the next command runs itself and starts a fresh one
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def preload() -> None:
+    import importlib
+
+    sys.modules.setdefault("invoke", None)  # as runjob_core.cli.main does: paramiko's optional import
+    for name in PRELOAD:
+        importlib.import_module(name)
+    from runjob_core import plugins
+
+    from runjob_core import templating
+
+    from runjob_core._entry_points import describe_commands
+
+    pm, _infos = plugins.get_plugin_manager()  # imports every installed plugin; the manager itself is dropped
+    describe_commands()  # plugin commands' help for `runjob --help`, which imports none
+    for _name, plugin in pm.list_name_plugin():
+        _import_submodules(plugin)
+    plugins.backend_infos(pm)  # and what backends import to describe themselves
+    # jinja2 keeps its compiled lexer per set of options for the process: one for every child.
+    templating.make_environment(plugins=[p for _name, p in pm.list_name_plugin() if p is not None])
+
+
+def _import_submodules(plugin) -> None:
+    """A plugin's own modules, which its hooks import when first called (to keep
+    ``runjob --help`` light): here they are imported once for every child. Test helpers
+    are left out, and a module whose optional dependency is missing is simply not preloaded."""
+    import importlib
+    import pkgutil
+
+    package = getattr(plugin, "__name__", "").split(".")[0]
+    root = sys.modules.get(package)
+    if package in ("", "runjob_core") or root is None or not hasattr(root, "__path__"):
+        return
+    for info in pkgutil.walk_packages(root.__path__, f"{package}."):
+        if any(part in ("testing", "tests", "__main__") for part in info.name.split(".")):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:
+            continue  # an optional dependency that is not installed: the child imports it if it can
+
+
+def _module_files() -> dict[str, tuple[int, int] | None]:
+    """The runjob modules loaded here and the import path's folders, with their mtime and
+    size: a change to any of them (an edit, an upgrade, a plugin installed) makes this
+    process stale."""
+    files = {path: None for path in sys.path[1:] if path}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__name__", "") or ""
+        file = getattr(module, "__file__", None)
+        # This very module runs as __main__: its own code counts too.
+        if file and (name.split(".")[0].startswith("runjob") or name == "__main__"):
+            files[file] = None
+    for file in files:
+        files[file] = _stamp(file)
+    return files
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
+def _serve(conn: socket.socket, listener: socket.socket, modules: dict) -> bool:
+    """Answer one command; False when this process is stale and must exit."""
+    try:
+        request, fds = _receive(conn)
+    except (OSError, ValueError, EOFError, TypeError):
+        return True  # a caller that went away or spoke nonsense: nothing ran
+    try:
+        uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
+        stale = any(_stamp(file) != stamp for file, stamp in modules.items())
+        if uid != os.getuid() or stale or request.get("path") != sys.path[1:] or len(fds) != 3:
+            conn.sendall(_warm.STALE)
+            return not stale
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            _child(conn, request, fds)  # never returns
+        print(f"served {request['argv'][1]} in child {pid}", flush=True)
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    header, ancillary, _flags, _addr = conn.recvmsg(4, socket.CMSG_SPACE(3 * 4))
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds += [int.from_bytes(data[i:i + 4], sys.byteorder, signed=True) for i in range(0, len(data) - len(data) % 4, 4)]
+    if len(header) < 4:
+        raise EOFError("no request")
+    size, body = int.from_bytes(header, "big"), b""
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            raise EOFError("the request was cut short")
+        body += chunk
+    request = marshal.loads(body)
+    if not isinstance(request, dict):
+        raise ValueError("not a request")
+    return request, fds
+
+
+def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the forked child: become the caller's command, run it, report its exit code."""
+    code = 1
+    try:
+        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.umask(request["umask"])
+        sys.argv = list(request["argv"])
+        sys.stdin, sys.stdout, sys.stderr = (_stream(fd, mode, encoding)
+                                             for fd, mode, encoding in zip((0, 1, 2), "rww", request["encoding"]))
+        conn.sendall(_warm.PID + os.getpid().to_bytes(4, "big"))
+        code = _run_command()
+    except BaseException:  # noqa: BLE001 - the child must always report and exit, never return to the loop
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # the caller's pipe closed: its exit code still goes back
+        try:
+            conn.sendall(_warm.EXIT + int(code).to_bytes(4, "big", signed=True))
+        except OSError:
+            pass  # the caller is gone (killed): nobody is left to tell
+        os._exit(code)
+
+
+def _run_command() -> int:
+    from runjob_core.cli import main as run_cli
+
+    try:
+        run_cli()
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _stream(fd: int, mode: str, encoding: str | None):
+    tty = os.isatty(fd)
+    raw = io.FileIO(fd, mode, closefd=False)
+    if mode == "r":
+        return io.TextIOWrapper(io.BufferedReader(raw), encoding=encoding or "utf-8", line_buffering=tty)
+    # stderr is unbuffered in spirit (line buffered), stdout line buffered on a terminal, as Python's own.
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding or "utf-8", errors="backslashreplace" if fd == 2 else "strict",
+                            line_buffering=tty or fd == 2, write_through=fd == 2)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

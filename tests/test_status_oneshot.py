@@ -1,0 +1,78 @@
+"""A one-shot cycle (`runjob status`, `watch --once`, the API's refresh) in a fresh process
+writes nothing to the store when nothing changed, and leases a job only to record it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from runjob_core import lifecycle, monitor
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+from _recorded_queue import RecordedTransport, queued_context  # noqa: E402
+
+
+def _fresh(transport: RecordedTransport):
+    """A new context over the same state, as a new `runjob status` process opens."""
+    context = lifecycle.open_context()
+    context._transports[("rec", None)] = transport
+    return context
+
+
+def _lease_rows(context) -> list[tuple]:
+    return context.store._db.execute("SELECT key, owner FROM leases").fetchall()
+
+
+def test_an_unchanged_one_shot_status_writes_nothing_and_takes_no_lease(tmp_path):
+    context, ids, transport = queued_context(tmp_path, 40)
+    monitor.cycle(context, ids)  # the first sight records every job as queued
+    context.close()
+
+    status = _fresh(transport)
+    try:
+        before = status.store.generation()[1]
+        taken = []
+        real = status.store.try_leases
+        status.store.try_leases = lambda keys, **kw: taken.extend(keys) or real(keys, **kw)
+        result = monitor.cycle(status, ids)
+        assert status.store.generation()[1] == before  # not one row written
+        assert taken == [] and _lease_rows(status) == []
+        assert {view.state for view in result.views.values()} == {"PENDING"}
+    finally:
+        status.close()
+
+
+def test_a_one_shot_status_records_what_changed_under_a_lease_it_gives_back(tmp_path):
+    context, ids, transport = queued_context(tmp_path, 40)
+    monitor.cycle(context, ids)
+    context.close()
+    transport.text = transport.text.replace("100007|100007|PENDING|PartitionDown|N/A", "100007|100007|RUNNING|None|1796300330")
+
+    status = _fresh(transport)
+    try:
+        taken = []
+        real = status.store.try_leases
+        status.store.try_leases = lambda keys, **kw: taken.extend(keys) or real(keys, **kw)
+        result = monitor.cycle(status, ids)
+        assert result.views[ids[7]].state == "RUNNING"
+        assert status.store.latest_attempt(ids[7]).state == "RUNNING"
+        assert taken == [f"observe:{ids[7]}"]  # only the job that had something to record
+        assert _lease_rows(status) == []  # given back at the end of the cycle
+    finally:
+        status.close()
+
+
+def test_a_one_shot_status_leaves_jobs_another_process_observes_to_it(tmp_path):
+    context, ids, transport = queued_context(tmp_path, 10)
+    monitor.cycle(context, ids, keep_leases=True)  # a `watch` that keeps observing every job
+    transport.text = transport.text.replace("100003|100003|PENDING|PartitionDown|N/A", "100003|100003|RUNNING|None|1796300330")
+    status = _fresh(transport)
+    try:
+        result = monitor.cycle(status, ids)
+        # Shown as the store has it; recording the start is the watch's job, not ours.
+        assert ids[3] in result.followed and result.views[ids[3]].state == "PENDING"
+        assert status.store.latest_attempt(ids[3]).state == "PENDING"
+        assert sorted(key for key, _ in _lease_rows(status)) == sorted(f"observe:{j}" for j in ids)
+    finally:
+        status.close()
+        context.close()
