@@ -32,6 +32,7 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_check_health  every cycle the job changed, with the new log text and progress
     runjob_resume        after a time limit, preemption or a resumable loss
     runjob_collect       download, then publish and validate
+    runjob_read_results  a harness's own files as one table (collect's checks, the report)
     runjob_release       the machine of runjob_provision is given back
 
 Expected failures (the scheduler said no, the host is unreachable, the token was
