@@ -375,6 +375,11 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
     for key, value in (("resources.gpus", job.resources.gpus), ("resources.cpus", job.resources.cpus), ("resources.nodes", job.resources.nodes)):
         if value < 0 or (key != "resources.gpus" and value == 0):
             problems.append(f"invalid count {value} at $.{key} in {label}")
+    if job.health.gpu_sample_seconds < 0 or job.health.gpu_idle_minutes <= 0:
+        key, value = (("health.gpu_sample_seconds", job.health.gpu_sample_seconds) if job.health.gpu_sample_seconds < 0
+                      else ("health.gpu_idle_minutes", job.health.gpu_idle_minutes))
+        problems.append(f"invalid value {value} at $.{key} in {label}: use a positive number (gpu_sample_seconds: 0 turns "
+                        "GPU telemetry off)")
     for key in job.env:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             problems.append(f"invalid environment variable name {key!r} at $.env in {label}")

@@ -148,6 +148,10 @@ class HealthPolicy:
     #: Also stop it once it has been stalled for twice the window (default: only warn).
     stop_when_stalled: bool = False
     disk_low_percent: float = 10.0
+    #: Seconds between GPU telemetry samples the job script takes with nvidia-smi (0: none).
+    gpu_sample_seconds: int = 30
+    #: A finding when a running job's GPUs stay below 5% utilisation this long.
+    gpu_idle_minutes: float = 15.0
 
 
 @frozen
@@ -304,6 +308,7 @@ class Attempt:
     def template_vars(self) -> dict[str, Any]:
         """The ``runjob`` variables of the job templates."""
         from runjob_core import __version__
+        from runjob_core.gpus import TELEMETRY_FIELDS
 
         layout = self.layout
         return {
@@ -312,7 +317,7 @@ class Attempt:
             "checkpoint_dir": layout.checkpoint_dir, "progress_path": layout.progress_path,
             "params_path": layout.params_path, "log_path": layout.log_path, "lib_dir": layout.lib_dir,
             "cache_dir": layout.cache_dir, "scratch": layout.scratch, "resume_from": self.resume_from or "",
-            "resume_env": self.resume_env, "limit": self.limit,
+            "resume_env": self.resume_env, "limit": self.limit, "gpu_telemetry_fields": TELEMETRY_FIELDS,
         }
 
 

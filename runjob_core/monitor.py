@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _checkpoint_cause, _cyclememo, _log_progress, _plugin_errors, _watch, lifecycle, plugins
+from runjob_core import _checkpoint_cause, _cyclememo, _log_progress, _plugin_errors, _watch, gpu_telemetry, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
@@ -309,6 +309,8 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
             updates.update(_log_progress.updates(attempt, window))  # a plain Trainer script's bar
     if progress or window:
         metrics_history.observe(context, transport, attempt, submission, progress, window)
+    if not waiting:  # GPU telemetry beside the log, at most once per sample interval (runjob_core.gpu_telemetry)
+        gpu_telemetry.observe(context, transport, _spec(context, attempt.job_id), attempt, submission, status)
     findings: list[Finding] = []
     if window or changed or status.terminal or status.state == RUNNING:
         caller = context.hook("runjob_check_health", cluster.type)

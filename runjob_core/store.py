@@ -281,6 +281,7 @@ class Store:
         #: Who this store's leases belong to (host, pid, start time): see :mod:`runjob_core._leases`.
         self.owner = _leases.make_owner()
         self._leases_held: set[str] = set()
+        self._plugin_schemas: set[str] = set()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None, factory=_store_faults.Connection)
@@ -687,6 +688,20 @@ class Store:
 
     def last_metric_step(self, job_id: str, source: str) -> float | None:
         return self._db.execute("SELECT MAX(step) FROM metrics WHERE job_id = ? AND source = ?", (job_id, source)).fetchone()[0]
+
+    def plugin_connection(self, schema: str) -> sqlite3.Connection:
+        """The database connection, for a plugin that keeps rows of its own in the state
+        database (the local backend's GPU queue), so they share its transactions and survive
+        with it. *schema* holds the plugin's ``CREATE TABLE IF NOT EXISTS`` statements (table
+        names prefixed with the plugin's), run once per store. Write inside
+        :meth:`transaction`: two runjob processes then never interleave."""
+        if schema not in self._plugin_schemas:
+            with self._transaction():  # executescript would commit the open transaction
+                for statement in schema.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+            self._plugin_schemas.add(schema)
+        return self._db
 
     # ------------------------------------------------------------------ helpers
 

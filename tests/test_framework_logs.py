@@ -80,3 +80,19 @@ def test_torchrun_workers_that_saved_on_the_stop_file_raise_no_finding():
     assert _scan("torchrun2_saved_on_stop_file.log") == []
     text = (LOGS / "torchrun2_saved_on_stop_file.log").read_text()
     assert text.count("[runjob] saved at step 12 on the time-limit warning") == 2  # both ranks, the same step
+
+
+def test_two_logged_tracebacks_in_a_row_then_progress_is_not_a_stop():
+    # A retry loop that logs each failure (logging.exception) twice in a row, then trains on:
+    # the second header must not decide the first as uncaught before the progress is seen.
+    from runjob_health import _scan as scan
+
+    traceback = ("Traceback (most recent call last):\n"
+                 '  File "train.py", line 10, in fetch\n'
+                 "    raise ConnectionError('reset')\n"
+                 "ConnectionError: reset\n")
+    log = ("step 1 loss 2.0\n" + traceback + traceback
+           + "".join(f"step {n} loss 1.{n}\n" for n in range(2, 30))).encode()
+    scanner = scan.LogScanner()
+    hits = scanner.feed(log) + scanner.finish()
+    assert [h.action for h in hits if h.label == "traceback"] == ["continue"], hits

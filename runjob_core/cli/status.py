@@ -14,7 +14,7 @@ from runjob_core.cli._common import fmt_duration, fmt_time, json_option, open_co
 @json_option
 def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> None:
     """Show JOB (id or name) with its attempts, or the recent jobs."""
-    from runjob_core import monitor
+    from runjob_core import gpu_telemetry, monitor
 
     context = open_context(as_json, quiet_kinds=("state",))
     try:
@@ -29,7 +29,8 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
             print_json([
                 {"id": r.id, "name": r.name, "kind": r.kind, "cluster": r.cluster, "state": r.state, "outcome": r.outcome,
                  "created_at": r.created_at, "eta": etas.get(r.id),
-                 "attempts": [a.__dict__ | {"submission_json": None, **attempt_cost(store, a)} for a in store.attempts(r.id)]}
+                 "attempts": [a.__dict__ | {"submission_json": None, **attempt_cost(store, a),
+                                            **gpu_telemetry.for_status(store, r.id, a)} for a in store.attempts(r.id)]}
                 for r in rows
             ])
             return
@@ -40,13 +41,15 @@ def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> Non
             attempts = store.attempts(row.id)
             costs = [attempt_cost(store, a) for a in attempts]
             columns = ["#", "backend id", "state", "exit", "submitted", "elapsed", "step", "rows", "resumed from"]
+            gpus = [gpu_telemetry.for_status(store, row.id, a) for a in attempts]  # given, newest use and memory
             priced = any(c for c in costs)
-            columns += ["reason"] + (["machine", "cost"] if priced else [])
+            columns += (["GPUs"] if any(gpus) else []) + ["reason"] + (["machine", "cost"] if priced else [])
             _print(columns, [
                 [a.n, a.backend_job_id, a.state, a.exit_code, fmt_time(a.submitted_at),
-                 fmt_duration(a.started_at, a.ended_at), a.step, a.rows_done, a.resumed_from, a.reason]
+                 fmt_duration(a.started_at, a.ended_at), a.step, a.rows_done, a.resumed_from]
+                + ([gpu_telemetry.status_line(g)] if any(gpus) else []) + [a.reason]
                 + ([c.get("machine"), _money(c)] if priced else [])
-                for a, c in zip(attempts, costs)
+                for a, c, g in zip(attempts, costs, gpus)
             ], whole=("#", "backend id", "state", "submitted", "cost"), drop_order=("resumed from", "rows", "step", "exit"))
         else:
             _print(["id", "name", "kind", "cluster", "state", "attempts", "created", "outcome"], [

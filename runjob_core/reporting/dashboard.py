@@ -77,7 +77,8 @@ class Builder:
             if entry is None:
                 events = self.store.events(row.id)
                 metrics = self.store.metrics(row.id)
-                report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events)
+                report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events,
+                                      metrics=metrics)
                 entry = {"summary": _summary(row, report, metrics), "gpu_weeks": self._gpu_weeks(row, now)}
                 self._job_page(row, report, events, metrics)
                 rebuilt += 1

@@ -51,6 +51,11 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     res = report["resources"]
     cost = f", cost {res['cost']:.2f}" if res.get("cost") is not None else ""
     rows.append(("compute", f"{hms(res['run_seconds'])} running, {res['gpus']} GPUs, {res['gpu_hours']:g} GPU-hours{cost}"))
+    gpu = report.get("gpu")
+    if gpu:
+        rows.append(("GPU use", f"utilisation mean {gpu['mean_util_percent']:g}%, peak {gpu['peak_util_percent']:g}%; "
+                     f"peak memory {gpu['peak_memory_mib'] / 1024:.1f} GiB; idle {gpu['idle_gpu_hours']:g} GPU-hours "
+                     f"({gpu['samples']} samples)"))
     est = report["estimate"]
     parts = [f"actual {est['actual_walltime']}"]
     if est.get("requested_walltime"):

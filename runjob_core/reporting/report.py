@@ -28,7 +28,7 @@ CLOSING = "Job complete. Artifacts at HF: {repo}@{revision}. Dashboard synced."
 
 def build_report(store, row, *, clusters: dict | None = None, results_dir: Path | None = None,
                  now: float | None = None, cache: dict | None = None, events: list | None = None,
-                 attempts: list | None = None, hook=None) -> dict[str, Any]:
+                 attempts: list | None = None, metrics: list | None = None, hook=None) -> dict[str, Any]:
     """The report of *row*. *clusters* (name -> ClusterConfig) gives GPU-hour prices where
     a cluster's ``settings.gpu_hour_cost`` sets one; *cache* (a dict kept by the caller)
     spares re-reading results files that did not change (the dashboard rebuilds often);
@@ -57,11 +57,18 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
                        "attempt": a.attempt} for a in artifacts if a.kind != "problem"],
     }
+    from runjob_core import gpu_telemetry
     from runjob_core.reporting import training
 
     report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",)))
+    # GPU telemetry (utilisation, memory, idle GPU-hours): None when the job sampled none.
+    report["gpu"] = gpu_telemetry.usage(store.metrics(row.id) if metrics is None else metrics)
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
     report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
+    if report["gpu"] and "gpu_peak_gib" not in report["estimate"]:
+        # No log or collect measured the GPU peak: the telemetry did (the whole card, as nvidia-smi sees it).
+        report["estimate"].update(gpu_peak_gib=round(report["gpu"]["peak_memory_mib"] / 1024, 3),
+                                  gpu_peak_source="nvidia-smi telemetry")
     if row.kind == "canary":
         report["go_no_go"] = _go_no_go(state, report["anomalies"], summary)
     report["closing"] = _closing(row, spec, state, events, artifacts)

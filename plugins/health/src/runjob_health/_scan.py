@@ -174,6 +174,14 @@ class _Event:
     chained: bool = False               # "During handling of the above exception..." seen after it
     worker_exits: list = field(default_factory=list)  # torchrun's summary: each failed worker's exit code
     held: list = field(default_factory=list)
+    cause: tuple | None = None          # (line, text): the first exception of a run of tracebacks
+
+    def carry_from(self, first: "_Event") -> None:
+        """Continue *first*'s failure in this (the next process's) traceback."""
+        self.cause = first.cause or (first.exc_line, first.exc_text)
+        self.held = first.held + self.held
+        self.explained = self.explained or first.explained
+        self.worker_exits = first.worker_exits + self.worker_exits
 
 
 class LogScanner:
@@ -456,9 +464,13 @@ class LogScanner:
         if hdr is not None:
             if ev.exc_line and not ev.chained:
                 # Another process's traceback (a torchrun rank that died of the first one's
-                # exit): the first is complete, and the first exception is the cause.
-                self._decide()
+                # exit): a new event with its own prefix, but still one failure whose cause is
+                # the first exception, decided once, later, as a single traceback would be
+                # (progress after it still means it was caught: no stop for logged retries).
+                self._event = None
                 self._traceback_step(rec, line, had_label)
+                if self._event is not None:
+                    self._event.carry_from(ev)
                 return
             ev.phase, ev.chained = "body", False
             return
@@ -519,12 +531,12 @@ class LogScanner:
             # torchrun's summary of workers that all saved on the time-limit warning and
             # exited 75: no error, and a "stop" would refuse the resume the job asked for.
             return
-        line = ev.exc_line or ev.start_line
+        line, exc = ev.cause or (ev.exc_line or ev.start_line, ev.exc_text)
         last = self._last_match.get("traceback")
         self._last_match["traceback"] = line
         if last is not None and line - last <= BURST_LINES:
             return
-        exc = ev.exc_text or "(no final exception line)"
+        exc = exc or "(no final exception line)"
         if caught:
             msg = (f"A Python traceback was logged at line {line} but the job kept making progress "
                    f"(caught and retried?): {exc}. No action needed unless it keeps repeating.")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from runjob_core.config import parse_duration
 from runjob_core.errors import BackendError
-from runjob_core.models import Artifact, JobStatus, Submission
+from runjob_core.models import CANCELLED, LOST, PENDING, Artifact, JobStatus, Submission
 from runjob_core.transport import detached
 
 SOURCE = "runjob-local"
@@ -56,21 +56,34 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
     limit = parse_duration(job.resources.time) if job.resources.time else None
     argv = detached.wrapper_argv(files, ["bash", script], limit)
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        started = context.run(argv, cwd=layout.workdir, detach=True, output_path=layout.log_path)
-    except OSError as exc:
-        message = f"could not start the job on this machine: {exc}"
-        raise BackendError(message) from None
-    pid = started.pid
-    extra = {
-        "pid": str(pid), "start_time": detached.process_start_time(pid) or "", "exit_file": files.exit,
-        "cancel_file": files.cancelled,
-    }
-    submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=f"local-{pid}", source=SOURCE, extra=extra)
+    extra = {"exit_file": files.exit, "cancel_file": files.cancelled}
+    if job.resources.gpus > 0:
+        # The job's own GPUs (CUDA_VISIBLE_DEVICES), now or when they free up: runjob_local._gpus.
+        from runjob_local import _gpus
+
+        extra.update(_gpus.place(context, cluster, job, attempt, argv, layout.workdir, layout.log_path, _starter(context)))
+    else:
+        pid, start_time = _starter(context)(argv, layout.workdir, layout.log_path, None)
+        extra.update(pid=str(pid), start_time=start_time, started_at=repr(time.time()))
+    job_id = f"local-{extra['pid']}" if "pid" in extra else f"local-queued-{attempt.job_id}-{attempt.n}"
+    submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=job_id, source=SOURCE, extra=extra)
     from runjob_core.config import record_to_json
 
     _record_path(context, attempt.tag).write_text(record_to_json(submission))
     return submission
+
+
+def _starter(context):
+    """start(argv, cwd, log_path, env) -> (pid, start time): the runner, detached."""
+
+    def start(argv, cwd, log_path, env):
+        try:
+            started = context.run(argv, cwd=cwd, detach=True, output_path=log_path, env=env)
+        except OSError as exc:
+            raise BackendError(f"could not start the job on this machine: {exc}") from None
+        return started.pid, detached.process_start_time(started.pid) or ""
+
+    return start
 
 
 def reattach(tag: str, context) -> Submission | None:
@@ -82,28 +95,52 @@ def reattach(tag: str, context) -> Submission | None:
     return record_from_json(path.read_text(), Submission)
 
 
-def _status(submission: Submission) -> JobStatus:
+def _status(submission: Submission, context) -> JobStatus:
     extra = submission.extra
+    # When the runner started: a job that ends between two polls still has its run time (GPU-hours).
+    started = extra.get("started_at")
+    if "pid" not in extra:  # it waited for GPUs: the queue knows whether it started since
+        from runjob_local import _gpus
+
+        queued = _gpus.row(context, submission.tag)
+        if (queued is None or queued["state"] == "queued") and Path(submission.extra["cancel_file"]).exists():
+            return JobStatus(state=CANCELLED, source=SOURCE, reason="cancelled while waiting for GPUs",
+                             ended_at=Path(submission.extra["cancel_file"]).stat().st_mtime)
+        if queued is None:
+            return JobStatus(state=LOST, source=SOURCE, reason="it left the GPU queue without starting")
+        if queued["state"] == "queued":
+            return JobStatus(state=PENDING, source=SOURCE, reason=queued["reason"] or "waiting for GPUs")
+        extra, started = {"pid": queued["pid"], "start_time": queued["start_time"]}, queued["started_at"]
     files = _files(submission.job_dir, submission.attempt)
     state = detached.read_local(files, int(extra["pid"]), extra.get("start_time") or None)
-    return detached.decide(state, source=SOURCE)
+    return detached.decide(state, source=SOURCE, started_at=float(started) if started else None)
 
 
-def poll(submissions) -> dict[str, JobStatus]:
-    # Local polling is a few stat() calls per job: batched trivially.
-    return {s.backend_job_id: _status(s) for s in submissions}
+def poll(submissions, cluster=None, context=None) -> dict[str, JobStatus]:
+    # Local polling is a few stat() calls per job: batched trivially. Waiting GPU jobs whose
+    # GPUs freed up are started first (first come, first served). A wrapper backend that runs
+    # its jobs through this one without GPUs (tests/test_contract.py) may leave out the context.
+    if context is not None and any("pid" not in s.extra for s in submissions):
+        from runjob_local import _gpus
+
+        _gpus.dispatch(context, cluster, _starter(context))
+    return {s.backend_job_id: _status(s, context) for s in submissions}
 
 
-def cancel(submissions) -> list[str]:
+def cancel(submissions, context=None) -> list[str]:
     done = []
     for submission in submissions:
         files = _files(submission.job_dir, submission.attempt)
         # No marker once the job has its exit code: a late cancel must not rename its ending.
         if not Path(files.exit).exists():
             Path(files.cancelled).write_text(str(time.time()))
-        pid = int(submission.extra["pid"])
-        if detached.process_start_time(pid) == submission.extra.get("start_time"):
-            _kill_group(pid)
+        extra = submission.extra
+        if "pid" not in extra:  # a job waiting for GPUs leaves the queue (or is killed, if it just started)
+            from runjob_local import _gpus
+
+            extra = _gpus.forget(context, submission.tag) or {}
+        if extra.get("pid") and detached.process_start_time(int(extra["pid"])) == extra.get("start_time"):
+            _kill_group(int(extra["pid"]))
         done.append(submission.backend_job_id)
     return done
 
