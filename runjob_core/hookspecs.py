@@ -32,6 +32,7 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_check_health  every cycle the job changed, with the new log text and progress
     runjob_resume        after a time limit, preemption or a resumable loss
     runjob_collect       download, then publish and validate
+    runjob_read_results  a harness's own files as one table (collect's checks, the report)
     runjob_release       the machine of runjob_provision is given back
 
 Expected failures (the scheduler said no, the host is unreachable, the token was
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
         Machine,
         Reference,
         Rendered,
+        ResultsTable,
         ResumePlan,
         Submission,
     )
@@ -443,6 +445,32 @@ def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* parameter.
     .. versionchanged:: 0.3 called for a peek with the running attempt's status.
+    """
+
+
+@hookspec(firstresult=True)
+def runjob_read_results(folder: Path, job: JobSpec | None) -> ResultsTable | None:
+    """Read a job's results folder written in a harness's own layout as one table.
+
+    A results reader recognises the files an evaluation harness writes (lm-evaluation-
+    harness's ``results_*.json`` and ``samples_<task>_*.jsonl``) and turns them into
+    per-sample rows (a key, the target, the response, one column per metric and
+    ``score``) plus the harness's aggregate scores per task. Validation, the report and
+    publishing then all read the same rows; without an answer they read the folder's
+    JSONL files as they are. A reader only reads: it writes nothing, and answers
+    ``None`` for a folder it does not recognise.
+
+    :param folder: The job's local results folder (``./results/<job name>/``), as
+        collected; possibly partial (collect may peek at a running attempt).
+    :param job: The job's specification, or ``None`` when a folder is read without one
+        (``runjob publish FOLDER``).
+    :returns: A :class:`ResultsTable`, or ``None`` when this reader does not recognise
+        the folder.
+
+    Result: called on every plugin, first non-None answer wins; the core's built-in
+    lm-evaluation-harness reader (:mod:`runjob_core.readers.lm_eval`) runs last.
+
+    .. versionadded:: 0.3
     """
 
 

@@ -434,3 +434,19 @@ class CheckResult:
     detail: str
     source: str
     fix: str | None = None
+
+
+@frozen
+class ResultsTable:
+    """A harness's own output read as one table (:func:`runjob_core.hookspecs.runjob_read_results`).
+
+    ``rows`` are the per-sample rows that validation, the report and publishing all use;
+    ``tasks`` the harness's aggregate scores, ``{task: {metric: value}}``; ``files`` the
+    files read, relative to the results folder.
+    """
+
+    source: str
+    reader: str
+    rows: tuple[dict[str, Any], ...]
+    tasks: dict[str, dict[str, float]] = field(factory=dict)
+    files: tuple[str, ...] = ()

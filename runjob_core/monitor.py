@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _cyclememo, _log_progress, _plugin_errors, _watch, gpu_telemetry, lifecycle, plugins
+from runjob_core import _checkpoint_cause, _cyclememo, _log_progress, _plugin_errors, _watch, gpu_telemetry, lifecycle, plugins
 from runjob_core.context import RunContext
 from runjob_core._store_faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
@@ -497,6 +497,9 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
     if not _progressed(attempts, latest):
         message = (f"{status.state}: not resuming, no progress in attempt {attempt.n} nor the one before "
                    "(step and rows_done unchanged); fix the job so it checkpoints or writes results")
+        cause = _checkpoint_cause.explain(context, latest.submission)
+        if cause:
+            message += f". The cause: {cause}"
         context.store.set_job(row.id, outcome=message)
         context.event(row.id, "resume_refused", message, attempt=attempt.n)
         return

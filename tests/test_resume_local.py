@@ -60,7 +60,9 @@ def test_no_progress_stops_after_two_attempts(ctx):
 def test_torn_line_from_a_kill_is_repaired_on_resume(ctx, runjob_cli):
     from runjob_core import resume
 
-    row = run_to_end(ctx, {"name": "torn", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25"})
+    # resume.auto off: the manual path (the automatic one: the test below)
+    row = run_to_end(ctx, {"name": "torn", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25",
+                           "resume": {"auto": False}})
     first = ctx.store.latest_attempt(row.id)
     assert first.state == "FAILED" and first.exit_code == 137
     plan, _ = resume.plan(ctx, row)
@@ -70,6 +72,19 @@ def test_torn_line_from_a_kill_is_repaired_on_resume(ctx, runjob_cli):
     assert sorted(ids) == list(range(40)) and 99999 not in ids
     log = Path(ctx.store.latest_attempt(row.id).submission.log_path).read_text()
     assert "already done: 25, repaired bytes: 40" in log
+
+
+def test_kill_9_without_an_oom_record_is_a_kill_and_resumes_by_itself(ctx):
+    # Before: labelled host_oom ("request more host memory") and its 'stop' refused the resume.
+    row = run_to_end(ctx, {"name": "kill9", "command": f"{sys.executable} rows_job.py 40 0 --torn-after 25"})
+    attempts = ctx.store.attempts(row.id)
+    assert [(a.state, a.exit_code) for a in attempts] == [("FAILED", 137), ("COMPLETED", 0)]
+    labels = {e.data.get("label") for e in ctx.store.events(row.id, kinds=("finding",))}
+    assert "killed" in labels and "host_oom" not in labels
+    resuming = [e.message for e in ctx.store.events(row.id, kinds=("resuming",))]
+    assert resuming and "(killed)" in resuming[0]
+    ids = rows_of(ctx, ctx.store.get_job(row.id))
+    assert sorted(ids) == list(range(40))
 
 
 def test_checkpoint_without_marker_is_skipped_for_the_previous_one(ctx):
@@ -201,3 +216,16 @@ def test_a_launcher_that_turns_a_save_into_exit_1_still_reports_75(ctx, runjob_h
     assert [(a.state, a.exit_code) for a in attempts] == [("FAILED", 75), ("COMPLETED", 0)]
     log = Path(attempts[0].submission.log_path).read_text()
     assert "the job saved on the time-limit warning (exit 1): exit 75, resume me" in log
+
+
+def test_a_refusal_for_no_progress_names_checkpoint_folders_runjob_cannot_use(ctx):
+    # A job saving its own way into checkpoint-N folders, without trainer_state.json or the
+    # marker: before, the refusal said only "no progress", as if it had saved nothing.
+    save = 'mkdir -p "$RUNJOB_CHECKPOINT_DIR/checkpoint-10" && echo weights > "$RUNJOB_CHECKPOINT_DIR/checkpoint-10/model.bin"'
+    row = run_to_end(ctx, {"name": "unmarked", "command": f"{save}; sleep 30", "resources": {"time": "0:01"}})
+    assert [a.state for a in ctx.store.attempts(row.id)] == ["TIMEOUT", "TIMEOUT"]
+    assert "no progress" in row.outcome
+    assert "checkpoint folders without trainer_state.json or runjob's .runjob_complete marker" in row.outcome
+    assert "checkpoint-10" in row.outcome
+    refusal = [e.message for e in ctx.store.events(row.id, kinds=("resume_refused",))]
+    assert refusal and "checkpoint-10" in refusal[0]

@@ -20,7 +20,8 @@ def command(job: str, as_json: bool, as_md: bool) -> None:
         raise click.UsageError("choose one of --json and --md")
     context = open_context(as_json or as_md)
     try:
-        data = build_report(context.store, context.store.find_job(job), clusters=context.clusters)
+        data = build_report(context.store, context.store.find_job(job), clusters=context.clusters,
+                            hook=context.pm.hook)
     finally:
         context.close()
     if as_json:

@@ -32,6 +32,9 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
                      f"min {score['min']:g}, max {score['max']:g} over {score['rows']} rows"))
     for name, group in (r.get("score_by_category") or {}).items():
         rows.append((f"  {r['fields']['category']} = {name}", f"mean {group['mean']:g} over {group['rows']} rows"))
+    for task, metrics in (report.get("tasks") or {}).items():  # the harness's own aggregates (lm-eval)
+        shown = ", ".join(f"{metric} {value:g}" for metric, value in metrics.items())
+        rows.append((f"{r.get('reader', 'harness')} {task}", shown or "(no numeric score)"))
     tokens = r.get("tokens")
     if tokens:
         approx = " (approximate: no token column)" if tokens["approximate"] else ""

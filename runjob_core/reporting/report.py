@@ -29,10 +29,11 @@ CLOSING = "Job complete. Artifacts at HF: {repo}@{revision}. Dashboard synced."
 
 def build_report(store, row, *, clusters: dict | None = None, results_dir: Path | None = None,
                  now: float | None = None, cache: dict | None = None, events: list | None = None,
-                 attempts: list | None = None, metrics: list | None = None) -> dict[str, Any]:
+                 attempts: list | None = None, metrics: list | None = None, hook=None) -> dict[str, Any]:
     """The report of *row*. *clusters* (name -> ClusterConfig) gives GPU-hour prices where
     a cluster's ``settings.gpu_hour_cost`` sets one; *cache* (a dict kept by the caller)
-    spares re-reading results files that did not change (the dashboard rebuilds often)."""
+    spares re-reading results files that did not change (the dashboard rebuilds often);
+    *hook* (``pm.hook``) lets plugins' results readers read the folder too."""
     from runjob_core.lifecycle import results_folder
 
     now = time.time() if now is None else now
@@ -47,7 +48,7 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         summary, samples = results_mod.summarise([], max_tokens=max_tokens), []
         summary.update(folder=None, files=[], unparsable_lines=0)
     else:
-        summary, samples = results_summary(dest, max_tokens, cache)
+        summary, samples = results_summary(dest, max_tokens, cache, job=spec, hook=hook)
     latest = attempts[-1] if attempts else None
     state = latest.state if latest else row.state
     report: dict[str, Any] = {
@@ -56,6 +57,7 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
                 "created_at": row.created_at},
         "attempts": _attempts(attempts, events),
         "results": summary,
+        "tasks": summary.get("tasks", {}),
         "samples": samples,
         "resources": _resources(store, row, spec, attempts, clusters or {}, now),
         "artifacts": [{"name": a.name, "kind": a.kind, "location": a.location, "rows": a.rows, "source": a.source,
@@ -84,16 +86,28 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     return report
 
 
-def results_summary(dest: Path, max_tokens: int | None, cache: dict | None = None) -> tuple[dict, list]:
-    files = sorted(dest.rglob("*.jsonl")) if dest.is_dir() else []
+def results_summary(dest: Path, max_tokens: int | None, cache: dict | None = None, *, job=None,
+                    hook=None) -> tuple[dict, list]:
+    """Statistics and samples of the results in *dest*: a results reader's rows when one
+    recognises the folder (lm-eval's samples; their aggregate scores under ``tasks``), else
+    every JSONL row. *hook* is ``pm.hook`` (plugins' readers too); without it, the built-in ones."""
+    from runjob_core import readers
+
+    files = sorted(p for p in dest.rglob("*.json*") if p.suffix in (".json", ".jsonl")) if dest.is_dir() else []
     # A string key: the dashboard keeps these summaries on disk between processes.
     signature = json.dumps([str(dest), max_tokens, [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]])
     if cache is not None and signature in cache:
         summary, samples = cache[signature]
         return summary, samples
-    rows, names, bad = results_mod.load_rows(dest)
+    table = readers.read(dest, job, hook)
+    if table is not None:
+        rows, names, bad = list(table.rows), [str(dest / name) for name in table.files], 0
+    else:
+        rows, names, bad = results_mod.load_rows(dest)
     summary = results_mod.summarise(rows, max_tokens=max_tokens)
     summary.update(folder=str(dest), files=names, unparsable_lines=bad)
+    if table is not None:
+        summary.update(reader=table.reader, tasks=table.tasks)
     found = (summary, results_mod.samples(rows, summary, max_tokens=max_tokens))
     if cache is not None:
         cache[signature] = found

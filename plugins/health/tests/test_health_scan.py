@@ -162,7 +162,7 @@ def test_synthetic_log_expected_events(synth):
     got = [(h.label, h.severity) for h in hits]
     assert got == [
         ("traceback", "warning"),     # caught: followed by progress
-        ("host_oom", "error"),        # Killed + exit 137
+        ("killed", "error"),          # Killed + exit 137, no OOM record: a kill -9
         ("nan_loss", "error"),
         ("truncation", "warning"),
         ("nccl_error", "error"),
@@ -354,11 +354,17 @@ def test_hub_auth_message_says_token_not_password():
     assert h.label == "hub_auth_error" and "HF_TOKEN" in h.message and "no longer accepts passwords" in h.message
 
 
-def test_killed_with_exit_137_context_is_host_oom():
+def test_killed_with_exit_137_context_is_a_kill_unless_an_oom_record_says_otherwise():
+    # Before: host_oom ("add memory") for a plain kill -9, and its 'stop' refused the resume.
     log = "step 10 | loss 1.2\n/job.sh: line 3: 99 Killed python train.py\nsrun: error: n1: task 0: Exited with exit code 137\n"
     hits = run(log)
-    assert [(h.label, h.line) for h in hits] == [("host_oom", 2)]
-    assert labels(run("Killed\nprocess exited with code 137\n")) == {"host_oom"}
+    assert [(h.label, h.line, h.action) for h in hits] == [("killed", 2, "retry")]
+    assert "no oom-kill event" in hits[0].message and "GPU" not in hits[0].message
+    assert labels(run("Killed\nprocess exited with code 137\n")) == {"killed"}
+    # slurmstepd's cgroup OOM record, before or after the Killed line, makes it host_oom alone
+    oom = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=191.batch cgroup.\n"
+    assert labels(run(log + oom)) == {"host_oom"}
+    assert labels(run(oom + log)) == {"host_oom"}
     # a bare "Killed" with no 137/SIGKILL context is not enough
     assert run("step 1\nKilled\nstep 2\n") == []
     # 137 context too far away does not count
@@ -682,12 +688,13 @@ def test_truncation_early_report_while_streaming():
     ("TIMEOUT", None, "time_limit"),
     ("PREEMPTED", None, "preempted"),
     ("NODE_FAIL", 1, "node_fail"),
-    ("FAILED", 137, "host_oom"),
+    ("FAILED", 137, "killed"),
+    ("FAILED", -9, "killed"),
 ])
 def test_findings_for_state(state, code, label):
     hits = findings_for_state(state, code)
     assert [(h.label, h.line) for h in hits] == [(label, 0)]
-    assert hits[0].severity == P.LABELS[label][0] and hits[0].action == P.LABELS[label][1]
+    assert hits[0].severity == P.ALL_LABELS[label][0] and hits[0].action == P.ALL_LABELS[label][1]
 
 
 @pytest.mark.parametrize("state,code", [("COMPLETED", 0), ("FAILED", 1), ("CANCELLED by 0", None), ("RUNNING", None), ("", None)])

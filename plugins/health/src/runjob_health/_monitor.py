@@ -79,7 +79,9 @@ def check(job, submission, status, window: str, progress, context) -> list[Findi
     if status.terminal and not watch.finished:
         watch.finished = True
         hits += watch.scanner.finish()
-        seen = {h.label for h in hits}
+        seen = {h.label for h in hits} | watch.scanner.labels_seen()
+        if "host_oom" in seen:
+            seen.add("killed")  # the log's OOM record explains the scheduler's SIGKILL
         hits += [h for h in _scan.findings_for_state(status.state, status.exit_code) if h.label not in seen]
     findings = [_finding(h) for h in hits] + _scheduler_reason(watch, status)
     if status.state == RUNNING:

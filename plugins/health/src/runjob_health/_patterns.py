@@ -139,6 +139,23 @@ KINDS: dict[str, tuple] = {
     ),
 }
 
+#: Labels judged from how the job ended rather than matched by a log family (so outside the
+#: corpus's per-label fixtures): the same (severity, action, title, advice).
+VERDICTS: dict[str, tuple[str, str, str, str]] = {
+    # A process killed by SIGKILL ("Killed" beside exit 137, or the scheduler's FAILED 137)
+    # with no out-of-memory record in the log (no oom-kill event, no OUT_OF_MEMORY state, no
+    # exceeded memory limit): a kill -9, not proof of an OOM. A retry: it resumes from the
+    # newest checkpoint within resume.max_failures; an OOM record found as well wins (host_oom).
+    "killed": (
+        "error", "retry", "The job's process was killed with SIGKILL (kill -9) and nothing recorded an out-of-memory kill",
+        "no oom-kill event and no OUT_OF_MEMORY state: someone or something (an admin, a watchdog, "
+        "a cleanup script) killed it, and runjob resumes it from its newest checkpoint. If its memory peak "
+        "was near the limit (sacct MaxRSS, dmesg on the node), it was the kernel's OOM killer after all: "
+        "request more host memory",
+    ),
+}
+ALL_LABELS = {**LABELS, **VERDICTS}
+
 SPECIFIC_LABELS = tuple(k for k in LABELS if k not in ("traceback", "truncation"))
 
 # label patterns: see _families (one family = one way a framework reports one failure)

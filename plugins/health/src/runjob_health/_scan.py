@@ -136,7 +136,7 @@ def _decode(rec: bytes, focus: int = 0) -> str:
 
 def _make_hit(label: str, line: int, text: str, *, caught: bool = False, detail: str = "",
               kind: str | None = None, evidence: str = "") -> Hit:
-    severity, action, title, advice = P.LABELS[label]
+    severity, action, title, advice = P.ALL_LABELS[label]
     if kind is not None:                # a label with several kinds of finding
         title, advice, *how = P.KINDS[kind]
         if how:
@@ -422,9 +422,11 @@ class LogScanner:
                     ev.held.append((label, line, text, how))
                 return
             # after the exception line: an independent event; a fatal one decides the traceback
-            if P.LABELS[label][0] == "error":
+            if P.ALL_LABELS[label][0] == "error":
                 self._decide(force_fatal=True)
         if not dup:
+            if label == "host_oom":  # an OOM record explains a SIGKILL reported just before it
+                self._out = [h for h in self._out if h.label != "killed"]
             self._out.append(_make_hit(label, line, text, **how))
 
     # ------------------------------------------------------------- traceback
@@ -546,20 +548,30 @@ class LogScanner:
 
     # ------------------------------------------------------------- killed / 137
     def _killed_step(self, rec: bytes, line: int, host_oom_here: bool) -> None:
+        # "Killed" beside exit 137 says SIGKILL, not who sent it: without an OOM record
+        # (host_oom's families) it is a kill ("killed"), and an OOM record wins over it.
         if host_oom_here:
             self._killed = None
             return
         if _RX.killed.search(rec) is not None:
             if _RX.exit137.search(rec) is not None:
                 self._killed = None
-                self._on_label("host_oom", line, _decode(rec))
+                self._on_kill(line, _decode(rec))
             else:
                 self._killed = (line, rec)
             return
         if self._killed is not None and _RX.exit137.search(rec) is not None:
             kline, krec = self._killed
             self._killed = None
-            self._on_label("host_oom", kline, _decode(krec))
+            self._on_kill(kline, _decode(krec))
+
+    def _on_kill(self, line: int, text: str) -> None:
+        if "host_oom" not in self._last_match:
+            self._on_label("killed", line, text)
+
+    def labels_seen(self) -> set[str]:
+        """Every label matched so far in this log."""
+        return set(self._last_match)
 
     # ------------------------------------------------------------- truncation
     def _context_truncated(self, line: int, text: str) -> None:
@@ -735,7 +747,7 @@ def findings_for_state(state: str, exit_code: int | None) -> list[Hit]:
     text = f"state={raw} exit_code={exit_code}"
     label = _STATE_LABELS.get(norm)
     if label is None and norm == "FAILED" and exit_code in (137, -9):
-        label = "host_oom"
+        label = "killed"  # SIGKILL; an OOM would have said OUT_OF_MEMORY (and the log, oom-kill)
     if label is None:
         return []
     return [_make_hit(label, 0, text, detail=f"scheduler state {norm}" + (f", exit code {exit_code}" if exit_code is not None else ""))]

@@ -18,18 +18,24 @@ SOURCE = "runjob-hub"
 def runjob_collect(job, submission, status, dest, context):
     """After the backend downloaded the results: publish and verify (when ``upload.repo`` is
     set), then validate. Every step becomes an artifact and an event."""
+    from runjob_core import readers
     from runjob_core.models import ACTIVE_STATES
     from runjob_hub import artifacts
 
     if status.state in ACTIVE_STATES:
         return []  # a peek at a running job: partial results are neither published nor validated
-    if not artifacts.main_results_file(dest):
+    # A harness's own layout (lm-eval's samples files) read once as one table, written
+    # beside them: validation and publishing check the rows the report shows.
+    table = readers.read(dest, job, context.pm.hook)
+    table_file = readers.write_rows(table, dest) if table is not None else None
+    if not artifacts.main_results_file(dest, table_file):
         return []
     found = []
     if job.upload.repo:
         # The dataset card records the run: its id, attempts and script.
         row = context.store.get_job(submission.job_id)
         attempts = len(context.store.attempts(row.id))
-        found += artifacts.publish(dest, job, row, attempts, row.script, submission.cluster)
-    found += artifacts.validate(dest, job)
+        found += artifacts.publish(dest, job, row, attempts, row.script, submission.cluster, table_file=table_file,
+                                   tasks=table.tasks if table is not None else None)
+    found += artifacts.validate(dest, job, table_file)
     return found

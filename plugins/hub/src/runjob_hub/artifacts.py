@@ -17,8 +17,11 @@ SOURCE = "runjob-core"
 _RESULT_SUFFIXES = (".jsonl", ".parquet")
 
 
-def main_results_file(dest: Path) -> Path | None:
-    """The results table of a folder: the largest .jsonl (else .parquet) file in it."""
+def main_results_file(dest: Path, table_file: Path | None = None) -> Path | None:
+    """The results table of a folder: a results reader's rows (*table_file*) when one read
+    it, else the largest .jsonl (else .parquet) file in it."""
+    if table_file is not None:
+        return table_file
     for suffix in _RESULT_SUFFIXES:
         candidates = sorted(dest.rglob(f"*{suffix}"), key=lambda p: (-p.stat().st_size, str(p)))
         if candidates:
@@ -31,10 +34,10 @@ def _problem(label: str, severity: str, message: str, **data: Any) -> Artifact:
                     data={"severity": severity, "message": message, **data})
 
 
-def validate(dest: Path, job) -> list[Artifact]:
+def validate(dest: Path, job, table_file: Path | None = None) -> list[Artifact]:
     from runjob_hub.validate import validate_results
 
-    path = main_results_file(dest)
+    path = main_results_file(dest, table_file)
     if path is None:
         return []
     report = validate_results(path, max_tokens=job.model.max_tokens)
@@ -60,11 +63,13 @@ def _git_commit(folder: Path) -> tuple[str | None, bool]:
     return (head.stdout.strip() or None) if head.ok else None, bool(dirty.stdout.strip())
 
 
-def publish(dest: Path, job, row, attempts: int, script: str | None, cluster: str) -> list[Artifact]:
-    """Push the results with a dataset card, then load them back from the Hub and compare."""
+def publish(dest: Path, job, row, attempts: int, script: str | None, cluster: str, *,
+            table_file: Path | None = None, tasks: dict | None = None) -> list[Artifact]:
+    """Push the results with a dataset card, then load them back from the Hub and compare.
+    *tasks* (a harness's aggregate scores) go into the card's Scores table."""
     from runjob_hub import publish as hub
 
-    path = main_results_file(dest)
+    path = main_results_file(dest, table_file)
     if path is None:
         return [_problem("publish", "error", f"nothing to publish: no .jsonl or .parquet in {dest}")]
     commit, dirty = _git_commit(Path(job.base_dir))
@@ -72,6 +77,7 @@ def publish(dest: Path, job, row, attempts: int, script: str | None, cluster: st
         model=job.model.name or job.model.path, benchmark=job.benchmark, job_id=row.id, attempts=attempts,
         parameters=dict(job.params), cluster=cluster, git_commit=commit, git_dirty=dirty, script=script,
         columns=dict(job.columns), title=f"{job.name} results", results_file=path.relative_to(dest).as_posix(),
+        tasks=dict(tasks or {}),
     )
     endpoint = job.upload.endpoint
     try:

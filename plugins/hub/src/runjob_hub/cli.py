@@ -22,13 +22,16 @@ def command(path: Path, repo: str, endpoint: str | None, public: bool, revision:
 
     The token comes from HF_TOKEN or the Hub's own login; it is never printed.
     """
+    from runjob_core import readers
     from runjob_hub import artifacts
     from runjob_hub import publish as hub
 
-    table = artifacts.main_results_file(path)
+    harness = readers.read(path)  # lm-eval's samples files: publish the one table they make
+    table = artifacts.main_results_file(path, readers.write_rows(harness, path) if harness is not None else None)
     card = hub.CardInfo(model=None, benchmark=None, job_id=None, title=f"{path.name} results",
                         description=f"Results from the folder `{path.name}`, published with `runjob publish`.",
-                        results_file=table.relative_to(path).as_posix() if table else None)
+                        results_file=table.relative_to(path).as_posix() if table else None,
+                        tasks=harness.tasks if harness is not None else {})
     result = hub.publish_results(path, repo, card=card, endpoint=endpoint, token=None, private=not public, revision=revision)
     check = None
     if table is not None:

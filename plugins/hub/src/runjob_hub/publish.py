@@ -65,6 +65,7 @@ class CardInfo:
     license: str | None = None
     tags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     results_file: str | None = None  # the table the card describes; default: the main results file
+    tasks: dict[str, dict[str, float]] = attrs.field(factory=dict)  # a harness's aggregate scores per task
 
 
 @attrs.frozen
@@ -268,6 +269,12 @@ def render_card(card: CardInfo, *, repo_id: str, files: list[tuple[str, int]], t
         for k, v in card.parameters.items():
             val = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
             out.append(f"| `{_cell(k)}` | `{_cell(val)}` |")
+
+    if card.tasks:
+        out += ["", "## Scores", "", "The harness's own aggregate scores, as it wrote them.", "",
+                "| Task | Metric | Value |", "|---|---|---|"]
+        for task, metrics in card.tasks.items():
+            out += [f"| {_cell(task)} | {_cell(metric)} | {value:g} |" for metric, value in metrics.items()]
 
     out += ["", "## Files", ""]
     for name, size in files:
