@@ -90,6 +90,12 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
         estimates = time_gate.finish(job, estimates)
     problems = [f"{e.source}: {e.summary}" + (f" (try: {'; '.join(e.suggestions)})" if e.suggestions else "")
                 for e in estimates if e.fits is False]
+    remote = bool(cluster.host) or context.backend_info(cluster.type).machine_per_job
+    unsynced = staging.unsynced_command_files(job) if remote else []
+    if unsynced:
+        problems.append(f"runjob: the command names {', '.join(unsynced)} beside {job.source or 'the job file'}, but "
+                        f"nothing is uploaded to {cluster.name} without 'workdir:'; add 'workdir: .' to the job file "
+                        "(that folder is synced to the job's own work copy, .gitignore honoured)")
     # An estimate may warn without refusing (a job that needs resume segments): data["warnings"].
     warned = tuple(w for e in estimates if e.fits is not False for w in e.data.get("warnings", ()))
     if not (job.benchmark or job.data.input):

@@ -30,7 +30,7 @@ from runjob_core.errors import RefusedError, RunjobError
 from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
 from runjob_core.transport import LocalTransport, Transport
 
-__all__ = ["Layout", "layout_for", "stage", "sync_workdir"]
+__all__ = ["Layout", "layout_for", "stage", "sync_workdir", "unsynced_command_files"]
 
 #: Refuse to upload a workdir larger than this without being told (data belongs elsewhere).
 MAX_SYNC_BYTES = 512 << 20
@@ -275,3 +275,22 @@ def sync_workdir(transport: Transport, source: Path, dest: str, hashes: dict[str
         changed += gone
     transport.put_text(manifest_path(dest), json.dumps(hashes, indent=1, sort_keys=True) + "\n")
     return changed
+
+
+def unsynced_command_files(job: JobSpec) -> list[str]:
+    """Files the job's command names that lie beside its spec, for a job without ``workdir:``.
+
+    On a machine that is not this one nothing is uploaded without ``workdir:`` (the job runs
+    in its own fresh job folder), so ``python3 train.py`` there fails with "can't open file"
+    after the queue wait; the caller refuses that before submitting."""
+    import shlex
+
+    if job.workdir or not job.command:
+        return []
+    try:
+        words = shlex.split(job.command)
+    except ValueError:
+        return []  # unbalanced quotes: the shell will say so; nothing to check here
+    base = Path(job.base_dir)
+    return [word for word in words
+            if not word.startswith(("-", "/", "~", "$")) and "=" not in word and (base / word).is_file()]

@@ -79,3 +79,20 @@ def test_a_resume_runs_the_code_it_started_with_unless_forced(tmp_path, slurm_en
     hashes = {c["attempt"]: c["hash"] for c in report["code"]}
     assert set(hashes) == {1, 2} and hashes[1] != hashes[2] and hashes[1] == first_code[0]["hash"]
     assert hashes[2] in runjob("report", job["id"], cwd=home, check=0).stdout
+
+
+def test_a_command_naming_a_file_beside_the_spec_without_workdir_is_refused(tmp_path, slurm_env, monkeypatch):
+    # Issue 30: without 'workdir:' nothing is uploaded to a remote cluster, so `python3 train.py`
+    # failed after the queue wait with "can't open file". Pre-flight says so before submitting.
+    monkeypatch.delenv("RUNJOB_HOME", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    write_clusters_yaml(tmp_path / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
+    (tmp_path / "train.py").write_text("print('trained')\n")
+    spec = {"name": "nosync", "cluster": "under-test", "command": "python3 train.py --steps 3"}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    refused = runjob("submit", "job.yaml", "--yes", cwd=tmp_path, check=1)
+    assert "train.py" in refused.stderr and "workdir: ." in refused.stderr, refused.stderr
+    assert "nosync" not in runjob("status", "--json", cwd=tmp_path, check=0).stdout  # nothing recorded
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({**spec, "workdir": "."}))
+    runjob("run", "job.yaml", "--yes", cwd=tmp_path)
+    assert "trained" in logs(tmp_path, "nosync")
