@@ -43,3 +43,24 @@ print(len(builtin_references()))
 """
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert int(out.strip()) >= 8
+
+
+def test_one_command_moves_every_version_and_pin_in_lockstep(tmp_path):
+    # issue 36: versions move together from one place (./dev version X.Y.Z)
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    copy = tmp_path / "tree"
+    for rel in ["scripts/set-version.py", "runjob_core/_version.py", "pyproject.toml",
+                *[str(p.relative_to(root)) for p in root.glob("plugins/*/pyproject.toml")]]:
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / rel, copy / rel)
+    subprocess.run([sys.executable, str(copy / "scripts/set-version.py"), "9.8.7"], check=True, capture_output=True)
+    assert '__version__ = "9.8.7"' in (copy / "runjob_core/_version.py").read_text()
+    texts = [p.read_text() for p in copy.glob("plugins/*/pyproject.toml")]
+    assert len(texts) == 5 and all('\nversion = "9.8.7"' in t and '"runjob-core~=9.8.7"' in t for t in texts)
+    pins = re.findall(r'"runjob-(?:local|slurm|health|hub|runpod)([^"]*)"', (copy / "pyproject.toml").read_text())
+    assert pins and set(pins) == {"~=9.8.7"}
