@@ -52,3 +52,19 @@ def project(runjob_home, tiny) -> Path:
     for script in JOBS.glob("*.py"):
         shutil.copy(script, work / script.name)
     return work
+
+
+@pytest.fixture
+def slurm_context(runjob_home, slurm_env, project):
+    """A runjob context on the real SLURM test cluster (``under-test``); jobs still active at
+    the end are cancelled, so no test leaves work queued for the next."""
+    from runjob_core import lifecycle
+    from runjob_core.testing import write_clusters_yaml
+    from runjob_slurm.testing import slurm_cluster_config
+
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
+    context = lifecycle.open_context()
+    yield context
+    for job_id in {a.job_id for a in context.store.active_attempts()}:
+        lifecycle.cancel(context, context.store.get_job(job_id))
+    context.close()

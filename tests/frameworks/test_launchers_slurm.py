@@ -9,18 +9,12 @@ import pytest
 
 from runjob_core import lifecycle, monitor
 from runjob_core.reporting import report
-from runjob_core.testing import BackendContract, write_clusters_yaml
-from runjob_slurm.testing import slurm_cluster_config
+from runjob_core.testing import BackendContract
 
 
 @pytest.fixture
-def ctx(runjob_home, slurm_env, project):
-    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
-    context = lifecycle.open_context()
-    yield context
-    for job_id in {a.job_id for a in context.store.active_attempts()}:
-        lifecycle.cancel(context, context.store.get_job(job_id))
-    context.close()
+def ctx(slurm_context):
+    return slurm_context
 
 
 def run(ctx, name, command, **fields):

@@ -12,22 +12,16 @@ import pytest
 
 from runjob_core import lifecycle, monitor
 from runjob_core.reporting import report
-from runjob_core.testing import BackendContract, write_clusters_yaml
-from runjob_slurm.testing import slurm_cluster_config
+from runjob_core.testing import BackendContract
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 TASKS = Path(__file__).parent / "jobs" / "lm_eval_tasks"
 
 
 @pytest.fixture
-def ctx(runjob_home, slurm_env, project):
+def ctx(slurm_context, project):
     shutil.copytree(TASKS, project / TASKS.name)
-    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
-    context = lifecycle.open_context()
-    yield context
-    for job_id in {a.job_id for a in context.store.active_attempts()}:
-        lifecycle.cancel(context, context.store.get_job(job_id))
-    context.close()
+    return slurm_context
 
 
 def test_lm_eval_scores_reach_the_report(ctx, frameworks_python):

@@ -12,20 +12,14 @@ from pathlib import Path
 import pytest
 
 from runjob_core import lifecycle, monitor
-from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
-from runjob_slurm.testing import slurm_cluster_config
+from runjob_core.testing import BackendContract, wait_until
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 @pytest.fixture
-def ctx(runjob_home, slurm_env, project):
-    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [slurm_cluster_config(slurm_env, name="under-test")])
-    context = lifecycle.open_context()
-    yield context
-    for job_id in {a.job_id for a in context.store.active_attempts()}:
-        lifecycle.cancel(context, context.store.get_job(job_id))
-    context.close()
+def ctx(slurm_context):
+    return slurm_context
 
 
 def submit(ctx, name, command, **fields):
