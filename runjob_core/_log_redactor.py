@@ -46,7 +46,15 @@ _TOKEN_STARTS = (b"hf_", b"rpa_", b"sk-", b"gh", b"github_pat_", b"xox", b"AKIA"
 
 
 def main() -> int:
+    import signal
+
     from runjob_core import redact
+
+    # A cancel signals the job's whole process group, this filter included: it must outlive
+    # the job's own last words (the trap's "SIGTERM: stopping ..." lines) and end at EOF, when
+    # every writer is gone. The final SIGKILL of a cancel still ends it.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
 
     pattern = _pattern()
     needles = (*_TOKEN_STARTS, *(v.encode("utf-8", "surrogateescape") for v in redact._secret_values()))

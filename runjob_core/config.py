@@ -399,7 +399,8 @@ _NOT_HASHED = ("source", "base_dir")
 #: Keys added after 0.1, left out of the hash while they hold their default, so stored jobs
 #: keep their hash: (section, key, default).
 _ADDED_LATER = (("model", "engine", None), ("model", "max_tokens_reason", None), ("model", "serve", True),
-                ("model", "serve_args", ()), ("model", "startup_timeout", None))
+                ("model", "serve_args", ()), ("model", "startup_timeout", None),
+                ("health", "gpu_sample_seconds", 30), ("health", "gpu_idle_minutes", 15.0))
 
 
 def spec_hash(job: JobSpec) -> str:

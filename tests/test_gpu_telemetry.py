@@ -98,7 +98,9 @@ def test_monitor_reads_telemetry_finds_idle_gpus_and_full_memory_and_the_report_
     folder = runjob_home.parent / "bin"
     nvidia_smi.install(folder, [nvidia_smi.gpu(0)])
     monkeypatch.setenv("PATH", f"{folder}:/usr/local/bin:/usr/bin:/bin")
-    spec = {"name": "stall", "command": "echo loading batch 17; sleep 10; echo done", "resources": {"gpus": 1},
+    # A silent running job is looked at every _cyclememo.SWEEP_SECONDS (15 s) when the push path has no
+    # news of it: the stall outlasts that, so the idle finding is made while the job still stalls.
+    spec = {"name": "stall", "command": "echo loading batch 17; sleep 25; echo done", "resources": {"gpus": 1},
             "health": {"gpu_sample_seconds": 1, "gpu_idle_minutes": 0.05}}
     (runjob_home / "stall.yaml").write_text(yaml.safe_dump(spec))
     assert run_cli("submit", "stall.yaml", "--yes", cwd=runjob_home).returncode == 0

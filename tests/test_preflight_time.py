@@ -26,6 +26,9 @@ LORA = {"name": "lora-8b", "template": "training", "command": "python3 train.py"
         "params": {"method": "lora", "steps": 20000, "micro_batch_size": 4, "seq_len": 4096, "gradient_checkpointing": True},
         "checkpoint": {"every": "30m"}, "resume": {"max_timeouts": 40}}
 
+# GPU jobs on `cluster: local` need GPUs there (issue 33): a stand-in workstation with 8 H100s.
+pytestmark = pytest.mark.usefixtures("h100_machine")
+
 
 def plan(folder, spec):
     (folder / f"{spec['name']}.yaml").write_text(yaml.safe_dump(spec))
