@@ -16,8 +16,9 @@ from runjob_core.cli._common import open_context
 @click.option("--raw", is_flag=True, help="The bytes as the job wrote them: no redaction of tokens.")
 def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
     """Print the log of JOB (id or name)."""
-    from runjob_core.models import ACTIVE_STATES
+    from runjob_core import _watch
     from runjob_core.errors import RunjobError
+    from runjob_core.models import ACTIVE_STATES
 
     context = open_context(quiet_kinds=("state",))
     try:
@@ -27,8 +28,6 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")
         submission = chosen.submission
         transport = context.transport_for(submission)
-        from runjob_core import _watch
-
         # The push path: the cluster's watcher wakes this loop when the log grows.
         if follow:
             _watch.enable(context)

@@ -39,6 +39,7 @@ def logs(folder: Path, ref: str) -> str:
     return runjob("logs", ref, cwd=folder, check=0).stdout
 
 
+@pytest.mark.serial  # failed in 2 of 2 parallel full-suite runs, never alone: see ./dev
 def test_two_checkouts_with_one_job_name_each_run_their_own_code(tmp_path, slurm_env, monkeypatch):
     monkeypatch.delenv("RUNJOB_HOME", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -53,6 +54,7 @@ def test_two_checkouts_with_one_job_name_each_run_their_own_code(tmp_path, slurm
     assert "1" in logs(first, "samecode").split() and "2" in logs(second, "samecode").split()
 
 
+@pytest.mark.serial  # failed in 2 of 2 parallel full-suite runs, never alone: see ./dev
 def test_a_resume_runs_the_code_it_started_with_unless_forced(tmp_path, slurm_env, monkeypatch):
     monkeypatch.delenv("RUNJOB_HOME", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
