@@ -14,7 +14,7 @@ from runjob_core import gpu_telemetry
 from runjob_core.gpus import parse_telemetry
 from runjob_core.testing import nvidia_smi, run_cli, wait_until
 
-# Real lines from one NVIDIA H200 (/work/device-results/telemetry.csv, 2026-12-04), and one
+# Real lines from one NVIDIA H200 (bench/device/runs/h200-2026-12-04/telemetry.csv, 2026-12-04), and one
 # of a driver that cannot read the power draw.
 H200_LINES = """2026/12/04 15:42:20.020, 0, 0, 0, 81.73, 36
 2026/12/04 15:42:21.026, 0, 97, 27896, 402.10, 44
