@@ -3,7 +3,7 @@ import os
 pytest_plugins = ["runjob_core.testing", "runjob_slurm.testing"]
 
 # The suite's `runjob` commands run in their own processes, as they did before the warm path
-# (runjob_core._warm): one warm process per test's private folders would pile up on a shared
+# (runjob_core.warm): one warm process per test's private folders would pile up on a shared
 # machine. tests/test_warm.py turns it on for itself.
 os.environ.setdefault("RUNJOB_WARM", "0")
 

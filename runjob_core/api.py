@@ -285,7 +285,7 @@ class Session:
 
     def report(self, job: JobRef | JobState | str) -> dict[str, Any]:
         """The results report (the same document as ``runjob report --json``)."""
-        from runjob_core.report import build_report
+        from runjob_core.reporting.report import build_report
 
         store = self._context.store
         return build_report(store, store.find_job(_key(job)))

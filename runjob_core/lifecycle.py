@@ -15,7 +15,9 @@ from typing import Any
 
 import attrs
 
-from runjob_core import _plugin_errors, _results_folder, config, plugins, staging, templating
+from runjob_core import _plugin_errors, config, plugins, staging, templating
+
+from runjob_core.collecting import manifest as _results_folder
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
@@ -241,7 +243,7 @@ def submit(
     """
     spec_hash = config.spec_hash(job)
     # One writer per spec: of runjob processes submitting the same spec at once, one creates
-    # the job and the others find it here and follow it (see runjob_core._leases).
+    # the job and the others find it here and follow it (see runjob_core.store.leases).
     claim = f"spec:{job.name}:{spec_hash}:{kind}"
     if not new:
         with context.store.claim(claim):

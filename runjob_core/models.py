@@ -308,7 +308,7 @@ class Attempt:
     def template_vars(self) -> dict[str, Any]:
         """The ``runjob`` variables of the job templates."""
         from runjob_core import __version__
-        from runjob_core.gpus import TELEMETRY_FIELDS
+        from runjob_core.gpu import TELEMETRY_FIELDS
 
         layout = self.layout
         return {

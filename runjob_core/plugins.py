@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last (among
 #: themselves, last registered first: model_length's estimate comes after memory and time).
-DEFAULT_PLUGINS = ("runjob_core.model_length", "runjob_core.defaults", "runjob_core.throughput", "runjob_core.gpu_health",
+DEFAULT_PLUGINS = ("runjob_core.defaults.model_length", "runjob_core.defaults", "runjob_core.defaults.throughput", "runjob_core.defaults.gpu_health",
                    "runjob_core.readers")
 
 

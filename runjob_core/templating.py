@@ -53,7 +53,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     # Compiling the three templates costs ~50 ms per command; the cache is keyed by each
     # template's source checksum, so an edited template is recompiled.
     # Bytecode is run as code: only from a folder nobody else can write to.
-    from runjob_core._spec_cache import is_private_dir
+    from runjob_core.config.cache import is_private_dir
 
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "runjob" / "jinja"
     try:

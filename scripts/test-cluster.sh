@@ -29,7 +29,7 @@ TEST_USER=rjuser
 SCRATCH=/home/$TEST_USER/scratch
 DB_PASS=slurmdbpass
 SSHD_CONFIG=/etc/ssh/sshd_runjob_config
-# inotify-tools: the push path's watcher (inotifywait) on the cluster side (runjob_core/_watchhub.py).
+# inotify-tools: the push path's watcher (inotifywait) on the cluster side (runjob_core/monitor/hub.py).
 PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openssh-server chromium chromium-driver inotify-tools)
 COMPONENTS=(munged mariadb slurmdbd slurmctld slurmd-cpu01 slurmd-gpu01 sshd)
 

@@ -243,8 +243,7 @@ def test_a_cancel_releases_the_machine(runjob_home):
 
 
 def test_clusters_check_skips_host_checks_for_machine_per_job_backends(runjob_home):
-    from runjob_core import checks
-
+    from runjob_core.transport import checks
     class Checked(Rented):
         @hookimpl
         def runjob_check_cluster(self, cluster, transport):
@@ -395,8 +394,7 @@ class _WholeFileChecker:
 
 
 def test_a_whole_file_scanner_is_not_also_fed_windows(tmp_path):
-    from runjob_core import health_scan
-
+    from runjob_core.monitor import scan as health_scan
     log = tmp_path / "job.log"
     log.write_text("line one\nline two\n")
     pm, _ = plugins.get_plugin_manager()

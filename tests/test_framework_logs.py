@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from runjob_core import _log_progress
+from runjob_core.monitor import log_progress as _log_progress
 from runjob_core.reporting import logmetrics
 
 LOGS = Path(__file__).parent / "data" / "framework_logs"

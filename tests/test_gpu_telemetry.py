@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runjob_core import gpu_telemetry
-from runjob_core.gpus import parse_telemetry
+from runjob_core.gpu import telemetry as gpu_telemetry
+from runjob_core.gpu import parse_telemetry
 from runjob_core.testing import nvidia_smi, run_cli, wait_until
 
 # Real lines from one NVIDIA H200 (bench/device/runs/h200-2026-12-04/telemetry.csv, 2026-12-04), and one

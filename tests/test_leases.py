@@ -1,4 +1,4 @@
-"""The store's leases (runjob_core._leases): one holder at a time across processes; a holder
+"""The store's leases (runjob_core.store.leases): one holder at a time across processes; a holder
 that died frees its lease at once, one on another host when it expires."""
 
 import multiprocessing

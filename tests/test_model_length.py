@@ -1,4 +1,4 @@
-"""Model-aware pre-flight (runjob_core.model_length): real config.json files of Llama 3.1 and
+"""Model-aware pre-flight (runjob_core.defaults.model_length): real config.json files of Llama 3.1 and
 Qwen2.5 (tests/data/model_configs/SOURCES.md) read from model.path; the Hub path is in
 tests/hub/test_hub_model_length.py, the job side in the SLURM serving tests."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from runjob_core import lifecycle
-from runjob_core._model_config import max_context
+from runjob_core.defaults.model_config import max_context
 from runjob_core.config import job_from_mapping
 from runjob_core.errors import ConfigError
-from runjob_core.model_length import RULE
+from runjob_core.defaults.model_length import RULE
 
 CONFIGS = Path(__file__).parent / "data" / "model_configs"
 LLAMA = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B" / "config.json").read_text())

@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from runjob_core import _watch, _watchhub, lifecycle, monitor
+from runjob_core import lifecycle, monitor
+
+from runjob_core.monitor import push as _watch
+
+from runjob_core.monitor import hub as _watchhub
 from runjob_core.config import job_from_mapping
 from runjob_core.testing import wait_until
 from runjob_core.transport import LocalTransport

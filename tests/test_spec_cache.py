@@ -11,7 +11,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runjob_core import _spec_cache, _structure, config
+from runjob_core import config
+
+from runjob_core.config import cache as _spec_cache
+
+from runjob_core.config import structure as _structure
 from runjob_core.errors import ConfigError
 from runjob_core.models import ClusterConfig, Estimate, Submission
 

@@ -1,4 +1,4 @@
-"""The warm path (runjob_core._warm): commands run in a forked child of a warm process,
+"""The warm path (runjob_core.warm): commands run in a forked child of a warm process,
 on the caller's own stdin/stdout/stderr, folder and environment, with its exit code; a
 stale warm process is never used. Everything goes through the installed ``runjob`` command."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runjob_core import _warm
+from runjob_core import warm as _warm
 from runjob_core.testing import one_line_error, run_cli, wait_until
 
 

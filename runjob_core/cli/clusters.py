@@ -46,7 +46,7 @@ def command(ctx: click.Context, as_json: bool) -> None:
 @json_option
 def check(name: str, as_json: bool) -> None:
     """Check that cluster NAME is reachable and usable; one row per check, with the fix."""
-    from runjob_core import checks
+    from runjob_core.transport import checks
     from runjob_core.cli._common import open_context
 
     context = open_context(as_json)

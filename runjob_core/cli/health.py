@@ -22,7 +22,7 @@ def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
     """Run every installed log checker on FILES (through runjob_check_health, as the monitor
     does); exit 1 if any error-level finding, 2 if a checker crashed (checks incomplete)."""
     from runjob_core.context import offline_context
-    from runjob_core.health_scan import scan_file
+    from runjob_core.monitor.scan import scan_file
 
     context = offline_context()
     try:

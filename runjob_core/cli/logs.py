@@ -16,7 +16,7 @@ from runjob_core.cli._common import open_context
 @click.option("--raw", is_flag=True, help="The bytes as the job wrote them: no redaction of tokens.")
 def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
     """Print the log of JOB (id or name)."""
-    from runjob_core import _watch
+    from runjob_core.monitor import push as _watch
     from runjob_core.errors import RunjobError
     from runjob_core.models import ACTIVE_STATES
 

@@ -14,8 +14,8 @@ from runjob_core.cli._common import fmt_duration, fmt_time, json_option, open_co
 @json_option
 def command(job: str | None, no_refresh: bool, limit: int, as_json: bool) -> None:
     """Show JOB (id or name) with its attempts, or the recent jobs."""
-    from runjob_core import gpu_telemetry, interrupted, monitor
-
+    from runjob_core import interrupted, monitor
+    from runjob_core.gpu import telemetry as gpu_telemetry
     context = open_context(as_json, quiet_kinds=("state",))
     try:
         store = context.store

@@ -1,6 +1,6 @@
 """Learning from runs: the rate a job really achieved, recorded at collect, used by later estimates.
 
-At collect (every backend: :mod:`runjob_core.throughput` implements ``runjob_collect``) the
+At collect (every backend: :mod:`runjob_core.defaults.throughput` implements ``runjob_collect``) the
 job's log is read for the rate it printed, in this order:
 
 * the HF Trainer's summary ``'train_samples_per_second': 12.3`` (training; samples x seq_len);

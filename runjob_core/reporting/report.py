@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runjob_core import _results_folder
+from runjob_core.collecting import manifest as _results_folder
 from runjob_core.reporting import results as results_mod
 
 ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "CANCELLING")
@@ -66,7 +66,7 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         "code": [{"attempt": e.attempt, "hash": e.data.get("code_hash"), "files": len(e.data.get("files") or {})}
                  for e in events if e.kind == "code"],
     }
-    from runjob_core import gpu_telemetry
+    from runjob_core.gpu import telemetry as gpu_telemetry
     from runjob_core.reporting import training
 
     report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",)))

@@ -336,7 +336,7 @@ class BackendContract:
     def test_a_whole_run_through_the_library_gate(self, context: Any) -> None:
         # What `runjob run` does: gate (pre-flight included), watch, collect, report.
         from runjob_core import lifecycle, monitor
-        from runjob_core.report import build_report
+        from runjob_core.reporting.report import build_report
 
         launched = lifecycle.launch(context, self.job_spec("contract-run", _WRITE_NESTED))
         info = context.backend_info(self.backend)

@@ -212,7 +212,7 @@ class AgentTransport(Transport):
 
     def watch_socket(self) -> socket.socket:
         """A second connection to the agent that carries push-path news: the agent runs the
-        one remote watcher of this connection (:mod:`runjob_core._watchhub`)."""
+        one remote watcher of this connection (:mod:`runjob_core.monitor.hub`)."""
         self._call("home")  # the agent is up (started if need be)
         sock = self._dial()
         if sock is None:
@@ -295,8 +295,7 @@ def serve(path: Path, cluster_json: str) -> None:
                 return
             while (request := _recv(conn)) is not None:
                 if request["op"] == "watch":  # this connection now carries push-path news
-                    from runjob_core import _watchhub
-
+                    from runjob_core.monitor import hub as _watchhub
                     return _watchhub.serve_socket(hub, conn, _send, _recv)
                 with lock:  # one SFTP session: requests go one at a time
                     last_used[0] = time.monotonic()
@@ -322,8 +321,7 @@ def serve(path: Path, cluster_json: str) -> None:
 
 
 def _watch_hub(transport):
-    from runjob_core import _watchhub
-
+    from runjob_core.monitor import hub as _watchhub
     return _watchhub.Hub(lambda argv: _watchhub.ChannelStream(transport.open_stream(argv)))
 
 

@@ -201,7 +201,7 @@ class SSHTransport(Transport):
 
     def open_stream(self, argv: Sequence[str]) -> Any:
         """Start a long-running command on this connection and return its channel (the
-        push path's watcher, :mod:`runjob_core._watchhub`); closing the channel stops it."""
+        push path's watcher, :mod:`runjob_core.monitor.hub`); closing the channel stops it."""
         import paramiko
 
         command = shlex.join(str(a) for a in argv)

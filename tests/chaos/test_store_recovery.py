@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from runjob_core.store import Store
-from runjob_core._store_faults import StoreCorruptError
+from runjob_core.store.faults import StoreCorruptError
 from runjob_core.testing import run_cli, wait_until
 
 pytestmark = [pytest.mark.chaos]

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from runjob_core import _results_folder, config
+from runjob_core import config
+
+from runjob_core.collecting import manifest as _results_folder
 from runjob_core.reporting import render, results
 from runjob_core.reporting.report import build_report
 from runjob_core.store import Store

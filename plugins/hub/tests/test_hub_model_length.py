@@ -11,7 +11,7 @@ from huggingface_hub import HfApi
 
 from runjob_core import lifecycle
 from runjob_core.config import job_from_mapping
-from runjob_core.model_length import RULE
+from runjob_core.defaults.model_length import RULE
 
 CONFIGS = Path(__file__).resolve().parents[3] / "tests" / "data" / "model_configs"
 

@@ -309,8 +309,7 @@ def test_measured_memory_is_recorded_next_to_the_estimate_and_shown_by_estimate(
     assert memory.data["engine"] == "hf" and 15 < memory.data["estimate_total_gib"] < 20  # 8B bf16 weights + KV
     assert memory.data["max_rss_gib"] > 0.25  # sacct MaxRSS of the batch step
     assert "GPU peak 12.5 GiB" in memory.location and "estimate" in memory.location and "MaxRSS" in memory.location
-    from runjob_core import report
-
+    from runjob_core.reporting import report
     shown = report.build_report(ctx.store, ctx.store.get_job(row.id))["artifacts"]
     assert any(a["kind"] == "memory" and a["location"] == memory.location for a in shown)  # the report shows both
     result = runjob_cli("estimate", "--model", "Llama-3.1-8B", "--kind", "inference", "--gpu", "h100",

@@ -9,7 +9,9 @@ noticed, how many scheduler polls), not on elapsed time.
 import attrs
 import pytest
 
-from runjob_core import _watch, lifecycle, monitor
+from runjob_core import lifecycle, monitor
+
+from runjob_core.monitor import push as _watch
 from runjob_core.testing import BackendContract, write_clusters_yaml
 from runjob_slurm.testing import slurm_cluster_config
 

@@ -1,4 +1,4 @@
-# runjob's remote watcher: one per cluster connection and log folder (runjob_core/_watchhub.py).
+# runjob's remote watcher: one per cluster connection and log folder (runjob_core/monitor/hub.py).
 # Usage: sh -c "$(cat watcher.sh)" runjob-watch MODE ROOT STAT_LOOP_SOURCE
 #   MODE  auto | inotify | stat
 #   ROOT  the cluster's log folder; jobs write their logs and marker folders under it

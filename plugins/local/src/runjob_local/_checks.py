@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import attrs
 
-from runjob_core.gpus import GpuQueryError
+from runjob_core.gpu import GpuQueryError
 from runjob_core.models import CheckResult, Estimate
 
 SOURCE = "runjob-local"
@@ -72,7 +72,7 @@ def check_gpus(cluster, context) -> list[CheckResult]:
 def telemetry_memory(job, submission, context):
     """The ``memory`` artifact of a local GPU job from the peak its GPU telemetry saw (when
     its log printed none), so pre-flight says "measured on this cluster" next time."""
-    from runjob_core import gpu_telemetry
+    from runjob_core.gpu import telemetry as gpu_telemetry
     from runjob_core.estimator import measured
 
     cluster = context.clusters.get(submission.cluster)

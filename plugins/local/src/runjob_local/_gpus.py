@@ -18,7 +18,7 @@ import json
 import time
 
 from runjob_core.errors import BackendError
-from runjob_core.gpus import Gpu, GpuQueryError, read_gpus
+from runjob_core.gpu import Gpu, GpuQueryError, read_gpus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS local_gpu_queue(

@@ -36,8 +36,7 @@ def _applies(job) -> bool:
 def supported(job, cluster, context):
     """The model's maximum context (``ModelLength``) or why it is unknown (``Unknown``);
     read once per invocation and model."""
-    from runjob_core import _model_config
-
+    from runjob_core.defaults import model_config as _model_config
     cache = context.scratchpad("model-length")
     key = (cluster.name, job.model.path, job.model.name)
     if key not in cache:
@@ -55,7 +54,7 @@ def full_length(job, cluster, context) -> int | None:
         return job.model.max_model_len
     if not _applies(job):
         return None
-    from runjob_core._model_config import ModelLength
+    from runjob_core.defaults.model_config import ModelLength
 
     found = supported(job, cluster, context)
     return found.tokens if isinstance(found, ModelLength) else None
@@ -68,7 +67,7 @@ def runjob_estimate(job, cluster, context):
                         f"{cluster.name!r} is this one machine", suggestions=("set resources.nodes: 1, or run it on a SLURM cluster",))
     if not _applies(job):
         return None
-    from runjob_core._model_config import Unknown
+    from runjob_core.defaults.model_config import Unknown
 
     found = supported(job, cluster, context)
     model = job.model.name or job.model.path

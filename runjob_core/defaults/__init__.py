@@ -19,10 +19,10 @@ def runjob_estimate(job, cluster, context):
     """GPU memory: will the model fit on the GPUs the job asks for? (see runjob_core.estimator.jobspec)
 
     The estimate is made at the length the job runs at: model.max_model_len, else the model's
-    full length from its config.json (runjob_core.model_length), passed in the job spec."""
+    full length from its config.json (runjob_core.defaults.model_length), passed in the job spec."""
     if not (job.model.path or job.model.name) or job.resources.gpus <= 0:
         return None  # nothing to estimate: spare every such submit the estimator's import
-    from runjob_core import model_length
+    from runjob_core.defaults import model_length
     from runjob_core.estimator import preflight
 
     length = model_length.full_length(job, cluster, context)

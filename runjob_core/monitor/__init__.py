@@ -13,9 +13,19 @@ from collections.abc import Callable
 
 import attrs
 
-from runjob_core import _checkpoint_cause, _cyclememo, _log_progress, _plugin_errors, _watch, gpu_telemetry, lifecycle, plugins
+from runjob_core import _plugin_errors, lifecycle, plugins
+
+from runjob_core.monitor import checkpoint_cause as _checkpoint_cause
+
+from runjob_core.monitor import memo as _cyclememo
+
+from runjob_core.monitor import log_progress as _log_progress
+
+from runjob_core.monitor import push as _watch
+
+from runjob_core.gpu import telemetry as gpu_telemetry
 from runjob_core.context import RunContext
-from runjob_core._store_faults import StoreError, StoreFullError
+from runjob_core.store.faults import StoreError, StoreFullError
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.reporting import history as metrics_history
 from runjob_core.models import (
@@ -30,7 +40,7 @@ RESUME_EXIT_CODE = 75
 MAX_WINDOW_BYTES = 8 << 20
 RESUMABLE_STATES = {TIMEOUT: "max_timeouts", PREEMPTED: "max_preemptions", NODE_FAIL: "max_preemptions"}
 #: The one monitor that follows a job holds ``observe:<job id>`` for this long, renewed every
-#: cycle; the other processes watching it show what the store says (runjob_core._leases).
+#: cycle; the other processes watching it show what the store says (runjob_core.store.leases).
 OBSERVE_LEASE_SECONDS = 120.0
 #: A monitor that only follows (another one observes) reads the store at least this often.
 FOLLOW_INTERVAL = 2.0
@@ -309,7 +319,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
             updates.update(_log_progress.updates(attempt, window))  # a plain Trainer script's bar
     if progress or window:
         metrics_history.observe(context, transport, attempt, submission, progress, window)
-    if not waiting:  # GPU telemetry beside the log, at most once per sample interval (runjob_core.gpu_telemetry)
+    if not waiting:  # GPU telemetry beside the log, at most once per sample interval (runjob_core.gpu.telemetry)
         gpu_telemetry.observe(context, transport, _spec(context, attempt.job_id), attempt, submission, status)
     findings: list[Finding] = []
     if window or changed or status.terminal or status.state == RUNNING:

@@ -42,8 +42,7 @@ def describe_value(value: Any) -> str:
 
 def structure(raw: Any, cls: type[T], *, source: str, path: str = "$") -> T:
     """Structure *raw* into *cls*, reporting every problem with its full key path."""
-    from runjob_core import _structure
-
+    from runjob_core.config import structure as _structure
     return _structure.structure(raw, cls, source=source, path=path)
 
 
@@ -81,8 +80,7 @@ def _read_bytes(path: Path) -> bytes:
 def _parse_yaml(data: bytes, label: str) -> Any:
     import yaml
 
-    from runjob_core import _input_guard
-
+    from runjob_core.config import guard as _input_guard
     too_big = _input_guard.check_size(data, label)
     if too_big:
         raise ConfigError(label, [too_big])
@@ -195,9 +193,7 @@ def load_clusters(path: Path | None = None, *, backends: Mapping[str, Any] | Non
         from runjob_core import plugins
 
         backends = plugins.backend_infos(plugins.get_plugin_manager()[0])
-    from runjob_core import _spec_cache
-
-    # The declared option schemas shape the result: a plugin upgrade must not reuse it.
+    from runjob_core.config import cache as _spec_cache  # The declared option schemas shape the result: a plugin upgrade must not reuse it.
     schemas = sorted((name, _schema_stamp(info)) for name, info in backends.items())
     where = f"{path}|{json.dumps(schemas)}"
     return _spec_cache.cached("clusters", data, where, lambda: _clusters_from_yaml(data, str(path), backends))
@@ -230,8 +226,7 @@ def _clusters_from_yaml(data: bytes, label: str, backends: Mapping[str, Any] | N
     entries = raw.get("clusters") or {}
     if not isinstance(entries, Mapping):
         raise ConfigError(label, [f"expected a mapping of cluster names at $.clusters in {label}, got {describe_value(entries)}"])
-    from runjob_core import _input_guard
-
+    from runjob_core.config import guard as _input_guard
     problems: list[str] = _input_guard.token_problems(entries, label, "$.clusters")
     for name, entry in entries.items():
         where = f"$.clusters.{name}"
@@ -321,8 +316,7 @@ def _check_cluster(cluster: ClusterConfig, where: str, label: str, info: Any = N
 def load_job(path: Path) -> JobSpec:
     data = _read_bytes(path)
     source, base_dir = str(path), str(path.parent.resolve())
-    from runjob_core import _spec_cache
-
+    from runjob_core.config import cache as _spec_cache
     return _spec_cache.cached(
         "job", data, f"{source}\0{base_dir}",
         lambda: job_from_mapping(_parse_yaml(data, source), source=source, base_dir=base_dir),
@@ -336,8 +330,7 @@ def job_from_mapping(raw: Any, *, source: str, base_dir: str = ".") -> JobSpec:
         for internal in ("source", "base_dir"):
             if internal in raw:
                 raise ConfigError(source, [f"unknown key '{internal}' at $ in {source}"])
-        from runjob_core import _input_guard
-
+        from runjob_core.config import guard as _input_guard
         leaked = _input_guard.token_problems(raw, source)
         if leaked:
             raise ConfigError(source, leaked)
@@ -386,7 +379,7 @@ def _check_job(job: JobSpec, label: str) -> list[str]:
         problems.extend(_secret_problem(key, f"$.env.{key}", label))
     if not job.command.strip():
         problems.append(f"empty command at $.command in {label}")
-    from runjob_core._serving_rules import serving_problems
+    from runjob_core.config.serving import serving_problems
 
     problems.extend(serving_problems(job, label))
     if "RUNJOB_COMMAND_END" in job.command.splitlines():
@@ -420,7 +413,7 @@ def job_to_json(job: JobSpec) -> str:
 
 
 def job_from_json(text: str) -> JobSpec:
-    from runjob_core._structure import from_plain
+    from runjob_core.config.structure import from_plain
 
     return from_plain(json.loads(text), JobSpec)
 
@@ -430,6 +423,6 @@ def record_to_json(obj: Any) -> str:
 
 
 def record_from_json(text: str, cls: type[T]) -> T:
-    from runjob_core._structure import from_plain
+    from runjob_core.config.structure import from_plain
 
     return from_plain(json.loads(text), cls)

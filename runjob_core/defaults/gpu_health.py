@@ -1,7 +1,7 @@
 """Health checks on GPU telemetry, on every backend: GPUs idle too long, memory nearly full.
 
 A core plugin (registered with the core's defaults) so that every backend's jobs get them
-whether or not ``runjob-health`` is installed. It reads what :func:`runjob_core.gpu_telemetry.observe`
+whether or not ``runjob-health`` is installed. It reads what :func:`runjob_core.gpu.telemetry.observe`
 kept this cycle: an idle GPU in a running job (a stalled data loader, a hung collective) is
 the commonest way paid GPU-hours are lost, and nothing in the log says so.
 """
@@ -24,8 +24,7 @@ NEAR_FULL_FRACTION = 0.98
 
 @hookimpl
 def runjob_check_health(job, submission, status, window, context):
-    from runjob_core import gpu_telemetry
-
+    from runjob_core.gpu import telemetry as gpu_telemetry
     gpus = gpu_telemetry.state(context, submission.tag)
     _remember_last_line(context, submission.tag, window)
     if not gpus:

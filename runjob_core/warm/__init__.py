@@ -4,7 +4,7 @@ Every ``runjob`` command is a new Python process that imports click, attrs, jinj
 pluggy and every plugin before it does any work: ~100-150 ms, which is most of a submit
 (a raw ``ssh`` over OpenSSH's ControlMaster is ~14 ms). So, like Emacs' server or
 Android's zygote, the first eligible command starts a *warm* process in the background
-(:mod:`runjob_core._warmserver`) that imports all of that once and then waits on a Unix
+(:mod:`runjob_core.warm.server`) that imports all of that once and then waits on a Unix
 socket in a private folder. Later commands connect, send their argv, working folder,
 environment and umask, and pass their own stdin/stdout/stderr (``SCM_RIGHTS``); the warm
 process forks a child that runs the command exactly as this process would have, on those
@@ -164,7 +164,7 @@ def _read(sock, size: int) -> bytes | None:
 def spawn_server() -> None:
     """Start the warm process in the background, unless one is starting already."""
     try:
-        from runjob_core._warmserver import spawn
+        from runjob_core.warm.server import spawn
 
         spawn(socket_path())
     except OSError as exc:

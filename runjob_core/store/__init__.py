@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runjob_core import _leases, _store_faults
+from runjob_core.store import leases as _leases
+
+from runjob_core.store import faults as _store_faults
 from runjob_core.errors import JobNotFoundError, RunjobError
 from runjob_core.redact import redact
 
@@ -122,7 +124,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("CREATE TABLE IF NOT EXISTS metrics(job_id TEXT NOT NULL, attempt INTEGER NOT NULL, series TEXT NOT NULL,"
         " step REAL, ts REAL, value REAL NOT NULL, source TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step, ts, value)"),
-    # 4: leases (one writer per job) and the follow-ups a killed monitor left (runjob_core._leases).
+    # 4: leases (one writer per job) and the follow-ups a killed monitor left (runjob_core.store.leases).
     3: (_leases.SCHEMA, _PENDING_ACTIONS),
 }
 #: Points kept per job, attempt and metric series: past this, every other point is dropped
@@ -305,7 +307,7 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        #: Who this store's leases belong to (host, pid, start time): see :mod:`runjob_core._leases`.
+        #: Who this store's leases belong to (host, pid, start time): see :mod:`runjob_core.store.leases`.
         self.owner = _leases.make_owner()
         self._leases_held: set[str] = set()
         self._plugin_schemas: set[str] = set()
@@ -324,8 +326,7 @@ class Store:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
             if created:
-                from runjob_core import _store_salvage
-
+                from runjob_core.store import salvage as _store_salvage
                 _store_salvage.salvage_into(self)  # a new store beside a damaged one: keep what it holds
         except BaseException:
             self._db.close()

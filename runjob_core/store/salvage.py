@@ -1,6 +1,6 @@
 """What a damaged state store still holds, carried into the store that replaces it.
 
-A damaged ``state.db`` is moved aside (:func:`runjob_core._store_faults.keep_aside`) and the
+A damaged ``state.db`` is moved aside (:func:`runjob_core.store.faults.keep_aside`) and the
 next command starts a new one. Jobs still running on a cluster must not be forgotten with
 it: when a new store is created beside a file set aside, every row that can still be read
 from that file (table by table, skipping damaged stretches) is copied into the new store,

@@ -6,7 +6,7 @@ lines to ``<log>.gpu.csv`` on every backend whose node has nvidia-smi. The monit
 new complete lines at most once per sample interval per job (:func:`observe`), stores them as
 metric series ``gpu<index>.util`` (percent), ``gpu<index>.mem_mib`` and ``gpu<index>.power_w``
 (source ``gpu``), and keeps in the context's scratchpad what the idle and memory checks of
-:mod:`runjob_core.gpu_health` need. The report's ``gpu`` section comes from the stored series
+:mod:`runjob_core.defaults.gpu_health` need. The report's ``gpu`` section comes from the stored series
 (:func:`usage`), so it survives the monitor.
 """
 
@@ -16,7 +16,7 @@ import statistics
 import time
 from typing import Any
 
-from runjob_core.gpus import IDLE_PERCENT, Sample, parse_telemetry
+from runjob_core.gpu import IDLE_PERCENT, Sample, parse_telemetry
 
 SUFFIX = ".gpu.csv"
 SOURCE = "gpu"

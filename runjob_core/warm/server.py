@@ -1,7 +1,7 @@
 """The warm runjob process: everything imported once, one forked child per command.
 
-Started by the first eligible command (:mod:`runjob_core._warm` explains the why) as
-``python -m runjob_core._warmserver SOCKET``. It imports what the eligible commands need
+Started by the first eligible command (:mod:`runjob_core.warm` explains the why) as
+``python -m runjob_core.warm.server SOCKET``. It imports what the eligible commands need
 (click, the CLI, lifecycle, monitor, the store, templating, every plugin, rich), then
 accepts connections on SOCKET. For each, it checks the caller is this user
 (``SO_PEERCRED``) and that no imported runjob module changed on disk since (an edited
@@ -28,9 +28,7 @@ import struct
 import sys
 import traceback
 
-from runjob_core import _warm
-
-#: What a command of :data:`runjob_core._warm._ELIGIBLE` imports, imported once here.
+from runjob_core import warm as _warm  #: What a command of :data:`runjob_core.warm._ELIGIBLE` imports, imported once here.
 PRELOAD = (
     "runjob_core.cli", "runjob_core.cli._common", "runjob_core.cli._show", "runjob_core.cli.submit",
     "runjob_core.cli.status", "runjob_core.cli.run", "runjob_core.lifecycle", "runjob_core.monitor",
@@ -44,7 +42,7 @@ def spawn(path: str) -> None:
     from runjob_core.transport import execute
 
     # Started in the socket's private folder: its sys.path[0] holds no Python file.
-    execute.run([sys.executable, "-m", "runjob_core._warmserver", path], detach=True,
+    execute.run([sys.executable, "-m", "runjob_core.warm.server", path], detach=True,
                 cwd=os.path.dirname(path), output_path=f"{path}.log")
 
 

@@ -3,7 +3,7 @@
 The job script writes markers into a small folder beside its log (:func:`marker_dir`):
 ``start`` when it begins, ``checkpoint`` when the job saved one, ``exit`` (the command's
 exit code) when the command returns, ``end`` last. One remote watcher per cluster
-connection (:mod:`runjob_core._watchhub`, run by the shared SSH agent, or in this process
+connection (:mod:`runjob_core.monitor.hub`, run by the shared SSH agent, or in this process
 for a direct SSH or local transport) reports new markers and log growth; the monitor sleeps
 in :func:`wait_for_wakeup` instead of ``time.sleep`` and is woken within a fraction of a
 second. A marker that means "the scheduler's answer changed" (:data:`POLL_MARKERS`) makes the
@@ -22,7 +22,7 @@ import time
 import weakref
 from typing import Any
 
-from runjob_core import _watchhub
+from runjob_core.monitor import hub as _watchhub
 from runjob_core.errors import RunjobError
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ SQLite reports a truncated or overwritten file, a read-only folder and a full di
 ``sqlite3`` exceptions; :class:`Connection` turns those (and only those) into
 :class:`StoreError` lines that name the file, the cause and the fix. A corrupt file is
 moved aside (never deleted) and the next command starts a fresh one holding what can still
-be read from it (:mod:`runjob_core._store_salvage`). Any other sqlite3 error is a bug and keeps its traceback.
+be read from it (:mod:`runjob_core.store.salvage`). Any other sqlite3 error is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
