@@ -15,7 +15,7 @@ from runjob_core import config
 
 from runjob_core.config import cache as _spec_cache
 
-from runjob_core.config import structure as _structure
+from runjob_core.config import converter as _structure
 from runjob_core.errors import ConfigError
 from runjob_core.models import ClusterConfig, Estimate, Submission
 

@@ -1,6 +1,6 @@
 """Loading ``clusters.yaml`` and ``job.yaml`` into frozen records.
 
-Strict about types and unknown keys (the private cattrs converter in ``_structure``). Every
+Strict about types and unknown keys (the private cattrs converter in ``config.converter``). Every
 problem becomes one line that names the file and the key path (``unknown key 'resourcs' at
 $ in job.yaml``); all problems of a file are reported together, without a traceback.
 
@@ -42,7 +42,7 @@ def describe_value(value: Any) -> str:
 
 def structure(raw: Any, cls: type[T], *, source: str, path: str = "$") -> T:
     """Structure *raw* into *cls*, reporting every problem with its full key path."""
-    from runjob_core.config import structure as _structure
+    from runjob_core.config import converter as _structure
     return _structure.structure(raw, cls, source=source, path=path)
 
 
@@ -413,7 +413,7 @@ def job_to_json(job: JobSpec) -> str:
 
 
 def job_from_json(text: str) -> JobSpec:
-    from runjob_core.config.structure import from_plain
+    from runjob_core.config.converter import from_plain
 
     return from_plain(json.loads(text), JobSpec)
 
@@ -423,6 +423,6 @@ def record_to_json(obj: Any) -> str:
 
 
 def record_from_json(text: str, cls: type[T]) -> T:
-    from runjob_core.config.structure import from_plain
+    from runjob_core.config.converter import from_plain
 
     return from_plain(json.loads(text), cls)
