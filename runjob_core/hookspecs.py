@@ -34,6 +34,7 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_collect       download, then publish and validate
     runjob_read_results  a harness's own files as one table (collect's checks, the report)
     runjob_release       the machine of runjob_provision is given back
+    runjob_collected     once the collect is recorded: the report, the dashboard, notices
 
 Expected failures (the scheduler said no, the host is unreachable, the token was
 refused) are raised as :class:`runjob_core.errors.BackendError` or
@@ -533,4 +534,43 @@ def runjob_references(context: RunContext) -> Iterable[Reference] | None:
     references win over a plugin's with the same name).
 
     .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def runjob_collected(
+    job: JobSpec, submission: Submission, artifacts: Sequence[Artifact], problems: Sequence[str], dest: Path,
+    cluster: ClusterConfig, context: RunContext,
+) -> None:
+    """Act on what a final collect brought home: report it, notify, index it.
+
+    Called once per final collect of an attempt, after :func:`runjob_collect`'s artifacts
+    were recorded, the ``collected`` (or ``collect_failed``) event written and the
+    attempt's machine released: a slow implementation keeps no paid machine waiting. Not
+    called for a peek at a running attempt (nothing is final then), nor when ``runjob
+    collect`` finds the attempt collected already and its folder untouched (nothing new
+    came); called again when a collect fetched a damaged folder anew. The core's own
+    reporting (:mod:`runjob_core.reporting.plugin`: the ``results`` summary event, the
+    activity log, the dashboard's sync) is an implementation of this hook, called last.
+
+    :param job: The job's specification.
+    :param submission: The attempt that was collected (the latest one).
+    :param artifacts: Every artifact the collect recorded, in the order the plugins
+        returned them (the backend's first); the kinds the core knows are the
+        ``ARTIFACT_*`` constants of :mod:`runjob_core.models`. A plugin that broke in
+        :func:`runjob_collect` appears as an ``ARTIFACT_PROBLEM`` artifact.
+    :param problems: Why the collect did not succeed, one line each (the message of its
+        ``collect_failed`` event); empty when it succeeded.
+    :param dest: The job's local results folder (``./results/<job name>/``), complete
+        as collected. Read it; do not change it (the folder's manifest records what the
+        collect brought, and a changed file is fetched again by the next collect).
+    :param cluster: The cluster the attempt ran on.
+    :param context: This invocation's context.
+
+    Result: routed (the job's backend, plus every non-backend plugin); return values
+    are ignored. A plugin that raises is recorded as a ``plugin_error`` of the job (the
+    one plugin-error path) and the others are still called; the collect's own result
+    does not change.
+
+    .. versionadded:: 0.3
     """

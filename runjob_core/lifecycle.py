@@ -18,10 +18,11 @@ import attrs
 from runjob_core import _plugin_errors, config, plugins, staging, templating
 
 from runjob_core.collecting import manifest as _results_folder
+from runjob_core.collecting import results_folder
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
-    ACTIVE_STATES, Attempt, ClusterConfig, Estimate, JobSpec, JobStatus, Machine, Rendered, Submission,
+    ACTIVE_STATES, ARTIFACT_PROBLEM, ARTIFACT_RESULTS, Artifact, Attempt, ClusterConfig, Estimate, JobSpec, JobStatus, Machine, Rendered, Submission,
 )
 from runjob_core.store import AttemptRow, JobRow, Store, attempt_tag, new_job_id, state_dir
 
@@ -85,7 +86,7 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
     or give a wrong number, before anything waits in a queue."""
     caller = context.hook("runjob_estimate", cluster.type)
     estimates = plugins.call_each(caller, {"job": job, "cluster": cluster, "context": context},
-                                  on_error=lambda name, exc: plugin_failed(context, None, "runjob_estimate", name, exc))
+                                  on_error=lambda name, exc: _plugin_errors.record(context, None, "runjob_estimate", name, exc))
     if any("time" in e.data for e in estimates):
         from runjob_core.estimator import time_gate  # segments against the limit, GPU-hours at the backend's price
 
@@ -212,10 +213,16 @@ def launch(
     if checks.refused and not force:
         raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
     row, submission = submit(context, job, cluster, spec_path=spec_path, kind=kind, new=new, confirm=confirm)
-    from runjob_core.reporting import chain  # pre-flight's estimates, for the report's estimate-versus-actual
-
-    chain.record_estimates(context.store, row, checks)
+    _record_estimates(context.store, row, checks)
     return Launched(row, submission, checks, kind)
+
+
+def _record_estimates(store: Store, row: JobRow, checks: Preflight) -> None:
+    """Keep pre-flight's estimates with the job (once), for the report's estimate-versus-actual."""
+    if not checks.estimates or store.events(row.id, kinds=("estimates",)):
+        return
+    items = [{"source": e.source, "summary": e.summary, "fits": e.fits, "data": e.data} for e in checks.estimates]
+    store.add_event(row.id, "estimates", f"{len(items)} pre-flight estimates", data={"estimates": items})
 
 
 def failed_canary_warning(context: RunContext, job: JobSpec) -> str | None:
@@ -500,16 +507,6 @@ def resubmit(context: RunContext, row: JobRow, *, resume_from: str | None, resum
                                accept_code_changes=accept_code_changes)
 
 
-def plugin_failed(context: RunContext, job_id: str | None, hook: str, plugin: str, exc: BaseException,
-                  attempt: int | None = None) -> None:
-    """A plugin raised something it should not have: one ``plugin_error`` event naming it and
-    the file under ``.runjob/errors/`` that holds the traceback (:mod:`runjob_core._plugin_errors`);
-    the rest carries on."""
-    from runjob_core import _plugin_errors
-
-    _plugin_errors.record(context, job_id, hook, plugin, exc, attempt=attempt)
-
-
 # ---------------------------------------------------------------------------- cancel
 
 
@@ -571,31 +568,6 @@ class Collected:
         return not self.problems
 
 
-def _summary_event(context: RunContext, row: JobRow, attempt: int, artifacts: list) -> None:
-    """One activity-log entry a dashboard can take whole: where the results are and what they hold."""
-    by_kind = {a.kind: a for a in artifacts}
-    results, hub, checked = by_kind.get("results"), by_kind.get("hub"), by_kind.get("validation")
-    data = {
-        "artifact": row.name, "rows": (checked or results).rows, "local": results.location,
-        "hub_url": hub.location if hub else None, "hub_revision": hub.data.get("revision") if hub else None,
-        "token_range": checked.data.get("token_range") if checked else None,
-        "score_range": checked.data.get("score_range") if checked else None,
-    }
-    parts = [f"{data['rows']} rows in {data['local']}"]
-    if data["token_range"]:
-        parts.append("output tokens {}..{}".format(*data["token_range"]))
-    if data["score_range"]:
-        parts.append("score {:g}..{:g}".format(*data["score_range"]))
-    if hub:
-        parts.append(f"on the Hub at {hub.location} (revision {data['hub_revision']})")
-    context.event(row.id, "results", f"{row.name}: " + ", ".join(parts), attempt=attempt, data=data)
-
-
-def results_folder(row: JobRow) -> Path:
-    suffix = "-canary" if row.kind == "canary" else ""
-    return Path("results") / f"{row.name}{suffix}"
-
-
 def collect(context: RunContext, row: JobRow) -> Collected:
     """Bring the latest attempt's results into ``results/<name>/``. Of an attempt still
     running (after one fresh poll) this is a peek (:func:`peek`); once it ended, the final
@@ -623,7 +595,7 @@ def peek(context: RunContext, row: JobRow, attempt: AttemptRow) -> Collected:
     status = stored_status(attempt)
     artifacts = _collect_artifacts(context, row, attempt.n, attempt.submission, status, dest, cluster)
     _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=False)
-    rows = sum(a.rows or 0 for a in artifacts if a.kind == "results")
+    rows = sum(a.rows or 0 for a in artifacts if a.kind == ARTIFACT_RESULTS)
     context.event(row.id, "peeked", f"copied what attempt {attempt.n} ({attempt.state}) has written so far into {dest}: "
                   f"{rows} rows, partial; the final collect follows its end", attempt=attempt.n)
     return Collected(dest, tuple(artifacts), (), partial=True, state=attempt.state)
@@ -645,8 +617,8 @@ def _own_results_folder(context: RunContext, row: JobRow) -> Path:
 
 def _collected_files(artifacts: list, dest: Path) -> list[str]:
     """The files the backend brought (its ``results`` artifact's ``files``; else all under *dest*)."""
-    listed = [f for a in artifacts if a.kind == "results" for f in (a.data.get("files") or [])]
-    if listed or any(a.kind == "results" for a in artifacts):
+    listed = [f for a in artifacts if a.kind == ARTIFACT_RESULTS for f in (a.data.get("files") or [])]
+    if listed or any(a.kind == ARTIFACT_RESULTS for a in artifacts):
         return listed
     return [p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file() and not p.is_symlink()]
 
@@ -662,8 +634,6 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
         changed = _results_folder.damaged(dest, row.id, attempt.n)
         if not changed:
             # Collected already and untouched since (the other of two processes that followed the job): the same answer.
-            from runjob_core.models import Artifact
-
             stored = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=a.data)
                       for a in context.store.artifacts(row.id) if a.attempt == attempt.n]
             return Collected(dest, tuple(stored), (), state=attempt.state)
@@ -680,26 +650,40 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
         context.store.add_artifact(row.id, attempt=attempt.n, name=artifact.name, kind=artifact.kind,
                                    location=artifact.location, source=artifact.source, rows=artifact.rows, data=artifact.data)
         severity = artifact.data.get("severity")
-        if artifact.kind == "problem" and severity == "error":
+        if artifact.kind == ARTIFACT_PROBLEM and severity == "error":
             problems.append(f"{artifact.name}: {artifact.data.get('message', artifact.location)}")
         rows = f", {artifact.rows} rows" if artifact.rows is not None else ""
         context.event(row.id, "artifact", f"{artifact.kind} {artifact.name}: {artifact.location}{rows}",
                       attempt=attempt.n, source=artifact.source, data={"artifact": artifact.kind, "name": artifact.name,
                       "location": artifact.location, "rows": artifact.rows, **artifact.data})
-    if not any(a.kind == "results" for a in artifacts):
+    if not any(a.kind == ARTIFACT_RESULTS for a in artifacts):
         problems.append(f"no results were collected into {dest}: the job wrote no file under $RUNJOB_RESULTS "
                         f"({submission.results_dir} on {cluster.name}); write its rows there, e.g. with "
                         "runjob_core.job.ResultsWriter (see the example job: runjob init)")
     else:
-        _summary_event(context, row, attempt.n, artifacts)
         _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=True)
     context.event(row.id, "collected" if not problems else "collect_failed",
                   f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
     release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
-    from runjob_core.reporting import chain  # the activity log and the dashboard sync
-
-    chain.after_collect(context, row, attempt.n, artifacts)
+    _announce_collected(context, row, submission, tuple(artifacts), tuple(problems), dest, cluster)
     return Collected(dest, tuple(artifacts), tuple(problems), state=attempt.state)
+
+
+def _announce_collected(context: RunContext, row: JobRow, submission: Submission, artifacts: tuple[Artifact, ...],
+                        problems: tuple[str, ...], dest: Path, cluster: ClusterConfig) -> None:
+    """``runjob_collected``, once per final collect: each implementation on its own (the core's
+    reporting last). A bug is the job's ``plugin_error``; an expected failure (a
+    :class:`RunjobError`) an ``after_collect_failed`` event; the collect stands either way."""
+    def failed(name: str, exc: BaseException) -> None:
+        _plugin_errors.record(context, row.id, "runjob_collected", name, exc, attempt=submission.attempt)
+
+    def refused(name: str, exc: RunjobError) -> None:
+        context.event(row.id, "after_collect_failed", f"plugin {name!r} after the collect: {exc}",
+                      attempt=submission.attempt, source=name)
+
+    kwargs = {"job": row.spec, "submission": submission, "artifacts": artifacts, "problems": problems, "dest": dest,
+              "cluster": cluster, "context": context}
+    plugins.call_each(context.hook("runjob_collected", cluster.type), kwargs, on_error=failed, on_expected=refused)
 
 
 def stored_status(attempt: AttemptRow) -> JobStatus:
@@ -711,13 +695,11 @@ def _collect_artifacts(context: RunContext, row: JobRow, n: int, submission: Sub
                        cluster: ClusterConfig) -> list:
     """The backend downloads (its failure is the collect's failure); a publisher or
     validator that breaks is reported as a problem and the others still run."""
-    from runjob_core.models import Artifact
-
     broken: list[Artifact] = []
 
     def failed(name: str, exc: BaseException) -> None:
-        plugin_failed(context, row.id, "runjob_collect", name, exc, attempt=n)
-        broken.append(Artifact(name=name, kind="problem", location=str(dest), source=name,
+        _plugin_errors.record(context, row.id, "runjob_collect", name, exc, attempt=n)
+        broken.append(Artifact(name=name, kind=ARTIFACT_PROBLEM, location=str(dest), source=name,
                                data={"severity": "error", "message": f"plugin {name!r} failed: {type(exc).__name__}: {exc}"}))
 
     caller = context.hook("runjob_collect", cluster.type)

@@ -36,6 +36,28 @@ ACTIVE_STATES = frozenset({SUBMITTING, PENDING, RUNNING, REQUEUED, CANCELLING})
 TERMINAL_STATES = frozenset({COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, PREEMPTED, NODE_FAIL, LOST, FORGOTTEN})
 STATES = ACTIVE_STATES | TERMINAL_STATES
 
+#: Artifact kinds (:attr:`Artifact.kind`) the core and the built-in plugins give a meaning to;
+#: a plugin may use other kinds (shown as they are). The backend's downloaded results folder:
+#: ``location`` the local folder, ``rows`` the rows counted, ``data["files"]`` the files brought.
+ARTIFACT_RESULTS = "results"
+#: Something went wrong; ``data["severity"]`` (``"error"`` stops the chain from reporting
+#: success, ``"warning"`` is shown) and ``data["message"]``.
+ARTIFACT_PROBLEM = "problem"
+#: Published on the Hugging Face Hub (runjob-hub): ``name`` the repo, ``location`` its URL,
+#: ``data["revision"]`` the commit.
+ARTIFACT_HUB = "hub"
+#: The Hub copy read back and compared with the local rows (runjob-hub).
+ARTIFACT_VERIFIED = "verified"
+#: The results validated against the spec (runjob-hub): ``data["token_range"]``,
+#: ``data["score_range"]`` where the rows have them.
+ARTIFACT_VALIDATION = "validation"
+#: What the attempt cost (a machine-per-job backend's bill).
+ARTIFACT_COST = "cost"
+#: Measured peak memory, kept for the next pre-flight's estimate.
+ARTIFACT_MEMORY = "memory"
+#: Measured throughput, kept for the next pre-flight's time estimate.
+ARTIFACT_THROUGHPUT = "throughput"
+
 # A job name reaches file names, #SBATCH lines and remote paths: keep it boring.
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 GROUP = "runjob"
 #: The core's own implementations; registered first so that they are called last (among
 #: themselves, last registered first: model_length's estimate comes after memory and time).
+#: The reporting plugin (``runjob_collected``) comes after every other plugin's notice.
 DEFAULT_PLUGINS = ("runjob_core.defaults.model_length", "runjob_core.defaults", "runjob_core.defaults.throughput", "runjob_core.defaults.gpu_health",
-                   "runjob_core.readers")
+                   "runjob_core.readers", "runjob_core.reporting.plugin")
 
 
 class PluginManager(pluggy.PluginManager):
@@ -193,7 +194,7 @@ def backend_infos(pm: pluggy.PluginManager) -> dict[str, Any]:
 
 
 def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult: bool = False,
-              answered: list[Any] | None = None, blame: str | None = None) -> list[Any]:
+              answered: list[Any] | None = None, blame: str | None = None, on_expected: Any = None) -> list[Any]:
     """Call every implementation behind *caller* on its own, as pluggy would (same order,
     same argument subset), so that one plugin raising does not take the others down.
 
@@ -202,6 +203,9 @@ def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult
     Wrappers cannot be isolated this way: with one present the hook is called as a whole,
     and what it raises is put down to *blame* (the job's backend) or "a hook wrapper".
     *answered*, if given, receives the plugin object of every implementation that answered.
+    *on_expected(plugin_name, exc)*, if given, takes a RunjobError instead of letting it
+    propagate, and the other implementations are still called (a hook whose answers are
+    not needed to go on: ``runjob_collected``).
     """
     from runjob_core.errors import RunjobError
 
@@ -209,8 +213,11 @@ def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult
     if any(impl.wrapper or impl.hookwrapper for impl in impls):
         try:
             result = caller(**kwargs)
-        except RunjobError:
-            raise
+        except RunjobError as exc:
+            if on_expected is None:
+                raise
+            on_expected(blame or "a hook wrapper", exc)
+            return []
         except Exception as exc:  # a plugin bug somewhere in the chain: reported by on_error
             on_error(blame or "a hook wrapper", exc)
             return []
@@ -221,8 +228,11 @@ def call_each(caller: Any, kwargs: dict[str, Any], *, on_error: Any, firstresult
     for impl in reversed(impls):
         try:
             answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
-        except RunjobError:
-            raise
+        except RunjobError as exc:
+            if on_expected is None:
+                raise
+            on_expected(impl.plugin_name, exc)
+            continue
         except Exception as exc:  # a plugin bug: reported by on_error, the others carry on
             on_error(impl.plugin_name, exc)
             continue

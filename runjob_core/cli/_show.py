@@ -85,6 +85,18 @@ def live_etas(store, result) -> dict:
 
 
 def report(data: dict) -> None:
+    """Print the report (:func:`runjob_core.reporting.render.terminal`'s lines and tables)."""
+    from rich.markup import escape
+
+    from runjob_core.cli._common import print_table
     from runjob_core.reporting import render
 
-    render.terminal(data)
+    out = console()
+    out.print()
+    for block in render.terminal(data):
+        if isinstance(block, render.Table):
+            print_table(block.title, list(block.columns), [list(row) for row in block.rows])
+            continue
+        style = f"bold {block.colour}" if block.colour else "bold"
+        label = f"[{style}]{escape(block.label)}[/{style}]" if block.label else ""
+        out.print(" ".join(part for part in (label, escape(block.text)) if part))

@@ -13,6 +13,7 @@ from runjob_core.cli._common import open_context, print_json
 @click.option("--md", "as_md", is_flag=True, help="Print the report as Markdown (samples whole).")
 def command(job: str, as_json: bool, as_md: bool) -> None:
     """Summarise JOB (id or name): results, samples, anomalies, attempts, cost, closing line, next steps."""
+    from runjob_core.cli import _show
     from runjob_core.reporting import render
     from runjob_core.reporting.report import build_report
 
@@ -29,4 +30,4 @@ def command(job: str, as_json: bool, as_md: bool) -> None:
     elif as_md:
         click.echo(render.markdown(data))
     else:
-        render.terminal(data)
+        _show.report(data)

@@ -10,8 +10,19 @@ a ``problem`` artifact (a warning: the rest is still collected).
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from runjob_core.models import Artifact
+from runjob_core.models import ARTIFACT_PROBLEM, Artifact
+
+if TYPE_CHECKING:
+    from runjob_core.store import JobRow
+
+
+def results_folder(row: JobRow) -> Path:
+    """``results/<name>/`` (``results/<name>-canary/`` for a canary), relative to the working
+    folder: where collect brings a job's results and where the report reads them."""
+    suffix = "-canary" if row.kind == "canary" else ""
+    return Path("results") / f"{row.name}{suffix}"
 
 
 def destination(dest: Path, rel: str) -> tuple[Path | None, str]:
@@ -46,7 +57,7 @@ def _utf8(text: str) -> bool:
 
 def skipped(rel: str, why: str, source: str) -> Artifact:
     shown = rel.encode("utf-8", "replace").decode().replace("\ufffd", "?").replace("\n", "\\n")
-    return Artifact(name="results", kind="problem", location=shown, source=source,
+    return Artifact(name="results", kind=ARTIFACT_PROBLEM, location=shown, source=source,
                     data={"severity": "warning", "message": f"skipped {shown!r}: {why}"})
 
 

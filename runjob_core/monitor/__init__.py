@@ -390,7 +390,7 @@ def _health_failed(context: RunContext, attempt: AttemptRow):
         key = (attempt.job_id, attempt.n, plugin)
         if key not in reported:
             reported[key] = True
-            lifecycle.plugin_failed(context, attempt.job_id, "runjob_check_health", plugin, exc, attempt=attempt.n)
+            _plugin_errors.record(context, attempt.job_id, "runjob_check_health", plugin, exc, attempt=attempt.n)
     return failed
 
 

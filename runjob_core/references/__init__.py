@@ -597,10 +597,10 @@ def review_job(job: JobSpec, references: Iterable[Reference], *, canary: bool = 
 
 def plugin_references(context: Any) -> list[Reference]:
     """The references plugins return from ``runjob_references`` (for pre-flight)."""
-    from runjob_core import lifecycle, plugins
+    from runjob_core import _plugin_errors, plugins
 
     def failed(name: str, exc: BaseException) -> None:
-        lifecycle.plugin_failed(context, None, "runjob_references", name, exc)
+        _plugin_errors.record(context, None, "runjob_references", name, exc)
 
     found = plugins.flatten(plugins.call_each(context.pm.hook.runjob_references, {"context": context}, on_error=failed))
     bad = [r for r in found if not isinstance(r, Reference)]

@@ -14,8 +14,12 @@ dropped when runjob's version or the clusters (prices, GPU types) change.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,20 @@ from runjob_core._version import __version__
 
 FILE = ".summaries.json"
 #: Bumped when a summary's fields or a page's layout change: older caches are ignored.
-FORMAT = 1
+#: 2: running jobs are remembered too (no stamp), with their ``row`` state and ``eta``.
+FORMAT = 2
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold the dashboard folder's lock (``.sync.lock``, flock) while its summaries are
+    read, updated and written back: two collects syncing at once take turns."""
+    fd = os.open(out / ".sync.lock", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def stamps(store) -> dict[str, list]:
@@ -57,7 +74,7 @@ def stamp_of(row, table_stamps: list | None, active: bool) -> list | None:
 def _results_stamp(row) -> list:
     # The collected results live outside the store (a file replaced or appended to changes
     # the report): the same signature the report's results cache uses.
-    from runjob_core.lifecycle import results_folder
+    from runjob_core.collecting import results_folder
 
     dest = results_folder(row)
     files = sorted(dest.rglob("*.jsonl")) if dest.is_dir() else []

@@ -59,8 +59,14 @@ class Builder:
         self._written: dict[Path, int] = {}  # page -> hash of the bytes this builder last wrote there
 
     def build(self) -> dict[str, Any]:
-        start = time.perf_counter()
+        """Every page whose job changed since the last build (:mod:`._dashcache`), the index and
+        the clusters page."""
         self.out.mkdir(parents=True, exist_ok=True)
+        with _dashcache.locked(self.out):
+            return self._build()
+
+    def _build(self) -> dict[str, Any]:
+        start = time.perf_counter()
         for name in ASSETS:
             data = resources.files("runjob_core").joinpath("data", "dashboard", name).read_bytes()
             self._write(self.out / name, data)
@@ -84,18 +90,54 @@ class Builder:
                 rebuilt += 1
             summaries.append(entry["summary"])
             weeks.append((row.cluster, entry["gpu_weeks"]))
-            if stamp is not None:
-                remembered[row.id] = {"stamp": stamp, **entry}
+            # A running job (no stamp) is remembered too, never reused by a build: sync_job() shows it as last built.
+            remembered[row.id] = {**entry, "stamp": stamp, "row": [row.state, row.outcome]}
         # Running jobs: when they will be done, at their own rate (new dicts: a summary may be kept between
         # builds; a job with no active attempt has no ETA and costs no query).
         summaries = [summary | {"eta": _eta(self.store, row, now) if row.id in active else None}
                      for row, summary in zip(jobs, summaries)]
+        for summary in summaries:
+            remembered[summary["id"]]["eta"] = summary["eta"]
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(weeks).encode())
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
         self._write(self.out / CACHE_FILE, json.dumps(kept, default=str).encode())
         self._write(self.out / _dashcache.FILE, _dashcache.dump(self.clusters, remembered))
         self.cache = _UsedCache(kept)
+        return {"jobs": len(jobs), "rebuilt": rebuilt, "seconds": time.perf_counter() - start,
+                "path": str(self.out / "index.html")}
+
+    def sync_job(self, job_id: str) -> dict[str, Any]:
+        """After one job's collect: rebuild its page and summary, and those of jobs whose state
+        changed or that are new since the last build; the index and clusters pages are written
+        from the summaries that build kept (a running job's elapsed time and ETA as of then: a
+        full :meth:`build` refreshes them). Its cost follows what changed, not the number of
+        jobs or of running jobs. A full build when there is no last build to start from.
+        Several processes syncing at once take turns (a lock file), so none drops another's job."""
+        start = time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        with _dashcache.locked(self.out):
+            cached = _dashcache.load(self.out, self.clusters)
+            if not cached or not (self.out / "index.html").exists():
+                return self._build()
+            jobs = self.store.list_jobs(limit=10**9)
+            now, rebuilt = time.time(), 0
+            for row in jobs:
+                entry = cached.get(row.id)
+                if row.id == job_id or entry is None or entry.get("row") != [row.state, row.outcome]:
+                    events, metrics = self.store.events(row.id), self.store.metrics(row.id)
+                    report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache,
+                                          events=events, metrics=metrics)
+                    self._job_page(row, report, events, metrics)
+                    # No stamp: the next full build rebuilds this job once, and keeps it from then on.
+                    cached[row.id] = {"stamp": None, "row": [row.state, row.outcome], "summary": _summary(row, report, metrics),
+                                      "gpu_weeks": self._gpu_weeks(row, now), "eta": _eta(self.store, row, now)}
+                    rebuilt += 1
+            known = [cached[row.id] for row in jobs]
+            self._write(self.out / "index.html", self._index([e["summary"] | {"eta": e.get("eta")} for e in known]).encode())
+            self._write(self.out / "clusters.html", self._clusters([(row.cluster, e["gpu_weeks"]) for row, e in zip(jobs, known)]).encode())
+            self._write(self.out / CACHE_FILE, json.dumps(dict(self.cache), default=str).encode())
+            self._write(self.out / _dashcache.FILE, _dashcache.dump(self.clusters, {row.id: cached[row.id] for row in jobs}))
         return {"jobs": len(jobs), "rebuilt": rebuilt, "seconds": time.perf_counter() - start,
                 "path": str(self.out / "index.html")}
 

@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+import attrs
+
 from runjob_core.reporting.activity import cell
 from runjob_core.reporting.report import hms
 from runjob_core.reporting.results import cut
@@ -80,44 +82,53 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def terminal(report: dict[str, Any]) -> None:
-    from runjob_core.cli._common import console, print_table
+@attrs.frozen
+class Line:
+    """One line of the terminal report: *label* in bold (and in *colour*), then *text*."""
 
-    out = console()
-    out.print(f"\n[bold]Report:[/bold] {_esc(headline(report))}")
-    print_table("Attempts", ["#", "backend id", "ran", "ended", "step", "rows", "then"], [
-        [a["n"], a["backend_job_id"], hms(a["run_seconds"]), a["cause"], a["step"], a["rows_done"], a["then"]]
-        for a in report["attempts"]])
-    print_table("Summary", ["", ""], [list(r) for r in statistics_rows(report)])
+    label: str = ""
+    text: str = ""
+    colour: str | None = None
+
+
+@attrs.frozen
+class Table:
+    """One table of the terminal report; cells are plain values (the printer escapes them)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+def terminal(report: dict[str, Any]) -> list[Line | Table]:
+    """The report for the terminal, as lines and tables in order (samples cut); the CLI
+    prints them (:func:`runjob_core.cli._show.report`)."""
+    out: list[Line | Table] = [Line("Report:", headline(report))]
+    out.append(Table("Attempts", ("#", "backend id", "ran", "ended", "step", "rows", "then"), tuple(
+        (a["n"], a["backend_job_id"], hms(a["run_seconds"]), a["cause"], a["step"], a["rows_done"], a["then"])
+        for a in report["attempts"])))
+    out.append(Table("Summary", ("", ""), tuple(statistics_rows(report))))
     if report["samples"]:
-        out.print("[bold]Samples[/bold]")
-        for sample in report["samples"]:
-            out.print(f"  {sample['why']} (row {sample['index']}): "
-                      + json.dumps(cut(sample["row"]), ensure_ascii=False, default=str), markup=False)
+        out.append(Line("Samples"))
+        out += [Line(text=f"  {sample['why']} (row {sample['index']}): "
+                     + json.dumps(cut(sample["row"]), ensure_ascii=False, default=str)) for sample in report["samples"]]
     anomalies = report["anomalies"]
     if anomalies:
-        print_table("Anomalies", ["label", "severity", "count", "message", "source"],
-                    [[a["label"], a["severity"], a["count"], a["message"], a["source"]] for a in anomalies])
+        out.append(Table("Anomalies", ("label", "severity", "count", "message", "source"), tuple(
+            (a["label"], a["severity"], a["count"], a["message"], a["source"]) for a in anomalies)))
     else:
-        out.print("Anomalies: none found")
+        out.append(Line(text="Anomalies: none found"))
     if report["artifacts"]:
-        print_table("Artifacts", ["name", "kind", "location", "rows"],
-                    [[a["name"], a["kind"], a["location"], a["rows"]] for a in report["artifacts"]])
+        out.append(Table("Artifacts", ("name", "kind", "location", "rows"), tuple(
+            (a["name"], a["kind"], a["location"], a["rows"]) for a in report["artifacts"])))
     if "go_no_go" in report:
         verdict = report["go_no_go"]
-        colour = "green" if verdict["go"] else "red"
-        out.print(f"[bold {colour}]Canary verdict: {'GO' if verdict['go'] else 'NO-GO'}[/bold {colour}] "
-                  f"(checked: {_esc(', '.join(verdict['checked']))}; problems: {_esc(', '.join(verdict['problems']) or 'none')})")
-    for step in report["next_steps"]:
-        out.print(f"[bold]Next:[/bold] {_esc(step)}")
-    colour = "green" if report["closing"]["complete"] else "yellow"
-    out.print(f"[bold {colour}]{_esc(report['closing']['line'])}[/bold {colour}]")
-
-
-def _esc(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+        out.append(Line(f"Canary verdict: {'GO' if verdict['go'] else 'NO-GO'}",
+                        f"(checked: {', '.join(verdict['checked'])}; problems: {', '.join(verdict['problems']) or 'none'})",
+                        "green" if verdict["go"] else "red"))
+    out += [Line("Next:", step) for step in report["next_steps"]]
+    out.append(Line(report["closing"]["line"], colour="green" if report["closing"]["complete"] else "yellow"))
+    return out
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runjob_core.collecting import manifest as _results_folder
+from runjob_core.collecting import results_folder
 from runjob_core.reporting import results as results_mod
 
 ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "CANCELLING")
@@ -34,8 +35,6 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     a cluster's ``settings.gpu_hour_cost`` sets one; *cache* (a dict kept by the caller)
     spares re-reading results files that did not change (the dashboard rebuilds often);
     *hook* (``pm.hook``) lets plugins' results readers read the folder too."""
-    from runjob_core.lifecycle import results_folder
-
     now = time.time() if now is None else now
     attempts = store.attempts(row.id) if attempts is None else attempts
     events = store.events(row.id) if events is None else events

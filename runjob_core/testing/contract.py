@@ -318,13 +318,13 @@ class BackendContract:
             assert context.store.latest_attempt(row.id).state in ACTIVE_STATES
 
     def test_collect_is_complete_file_by_file(self, context: Any) -> None:
-        from runjob_core import lifecycle
+        from runjob_core import collecting
 
         row, _ = self._submit(context, self.job_spec("contract-collect", _WRITE_NESTED))
         rule("round-trip", self._wait_terminal(context, row.id).state == "COMPLETED", "the results-writing job did not complete")
         collected = run_cli("collect", row.id, cwd=Path.cwd(), timeout=600)
         rule("collect-is-complete", collected.returncode == 0, f"`runjob collect` failed: {_tail(collected.stderr)}")
-        dest = lifecycle.results_folder(context.store.get_job(row.id))
+        dest = collecting.results_folder(context.store.get_job(row.id))
         for name, content in NESTED_FILES.items():
             path = dest / name
             rule("collect-is-complete", path.is_file(), f"{name} (written by the job under $RUNJOB_RESULTS) is missing "
