@@ -136,7 +136,7 @@ class Builder:
             known = [cached[row.id] for row in jobs]
             self._write(self.out / "index.html", self._index([e["summary"] | {"eta": e.get("eta")} for e in known]).encode())
             self._write(self.out / "clusters.html", self._clusters([(row.cluster, e["gpu_weeks"]) for row, e in zip(jobs, known)]).encode())
-            self._write(self.out / CACHE_FILE, json.dumps(dict(self.cache), default=str).encode())
+            self._write(self.out / CACHE_FILE, json.dumps({k: v for k, v in self.cache.items() if isinstance(k, str)}, default=str).encode())
             self._write(self.out / _dashcache.FILE, _dashcache.dump(self.clusters, {row.id: cached[row.id] for row in jobs}))
         return {"jobs": len(jobs), "rebuilt": rebuilt, "seconds": time.perf_counter() - start,
                 "path": str(self.out / "index.html")}
