@@ -16,6 +16,7 @@ from typing import Any
 
 from runjob_core.collecting import manifest as _results_folder
 from runjob_core.collecting import results_folder
+from runjob_core.models import ARTIFACT_HUB, ARTIFACT_PROBLEM, ARTIFACT_VALIDATION, ARTIFACT_VERIFIED
 from runjob_core.reporting import results as results_mod
 
 ACTIVE = ("SUBMITTING", "PENDING", "RUNNING", "REQUEUED", "CANCELLING")
@@ -399,13 +400,13 @@ def _closing(row, spec, state, events, artifacts) -> dict[str, Any]:
         missing.append(f"collect failed: {last_collect.message}")
     attempt = last_collect.attempt if last_collect else None
     current = [a for a in artifacts if attempt is None or a.attempt == attempt]
-    hub = next((a for a in reversed(current) if a.kind == "hub"), None)
+    hub = next((a for a in reversed(current) if a.kind == ARTIFACT_HUB), None)
     if hub is None:
         missing.append("not published to the Hub" + ("" if spec is None or spec.upload.repo else " (no upload.repo in the spec)"))
-    elif not any(a.kind == "verified" for a in current):
+    elif not any(a.kind == ARTIFACT_VERIFIED for a in current):
         missing.append("the Hub copy was not verified")
-    validation = next((a for a in reversed(current) if a.kind == "validation"), None)
-    failed = [a.name for a in current if a.kind == "problem" and a.data.get("severity") == "error"]
+    validation = next((a for a in reversed(current) if a.kind == ARTIFACT_VALIDATION), None)
+    failed = [a.name for a in current if a.kind == ARTIFACT_PROBLEM and a.data.get("severity") == "error"]
     if validation is None:
         missing.append("results not validated")
     elif failed:

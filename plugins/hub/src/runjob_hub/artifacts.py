@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from runjob_core.errors import RunjobError
-from runjob_core.models import Artifact
+from runjob_core.models import ARTIFACT_HUB, ARTIFACT_PROBLEM, ARTIFACT_VALIDATION, ARTIFACT_VERIFIED, Artifact
 
 SOURCE = "runjob-core"
 _RESULT_SUFFIXES = (".jsonl", ".parquet")
@@ -30,7 +30,7 @@ def main_results_file(dest: Path, table_file: Path | None = None) -> Path | None
 
 
 def _problem(label: str, severity: str, message: str, **data: Any) -> Artifact:
-    return Artifact(name=label, kind="problem", location=message, source=SOURCE,
+    return Artifact(name=label, kind=ARTIFACT_PROBLEM, location=message, source=SOURCE,
                     data={"severity": severity, "message": message, **data})
 
 
@@ -42,7 +42,7 @@ def validate(dest: Path, job, table_file: Path | None = None) -> list[Artifact]:
         return []
     report = validate_results(path, max_tokens=job.model.max_tokens)
     out = [Artifact(
-        name="validation", kind="validation", location=str(path), source=SOURCE, rows=report.rows,
+        name="validation", kind=ARTIFACT_VALIDATION, location=str(path), source=SOURCE, rows=report.rows,
         data={"ok": report.ok, "columns": report.columns, "token_range": report.token_range,
               "score_range": report.score_range, "score_mean": report.score_mean, "engine": report.engine},
     )]
@@ -87,10 +87,10 @@ def publish(dest: Path, job, row, attempts: int, script: str | None, cluster: st
                                      local_rows=result.rows or 0, filename=path.relative_to(dest).as_posix())
     except RunjobError as exc:
         return [_problem("publish", "error", f"publishing to the Hub failed: {exc}")]
-    out = [Artifact(name=job.upload.repo, kind="hub", location=result.url, source=SOURCE, rows=result.rows,
+    out = [Artifact(name=job.upload.repo, kind=ARTIFACT_HUB, location=result.url, source=SOURCE, rows=result.rows,
                     data={"revision": result.revision, "commit": result.commit_sha, "files": list(result.files)})]
     if check.ok:
-        out.append(Artifact(name="verify", kind="verified", location=result.url, source=SOURCE, rows=check.remote_rows,
+        out.append(Artifact(name="verify", kind=ARTIFACT_VERIFIED, location=result.url, source=SOURCE, rows=check.remote_rows,
                             data={"samples": check.samples, "message": check.message}))
     else:
         out.append(_problem("verify", "error", f"loaded back from the Hub: {check.message}",
