@@ -34,6 +34,24 @@ class TransportError(RunjobError):
     """A host could not be reached, authenticated or used."""
 
 
+class HostKeyMismatch(TransportError):
+    """The host showed another key than the one recorded for it in *known_hosts*: the host
+    changed, or someone is in the way. Never retried and never accepted silently.
+
+    *advice* is the last part of the message, what the user should do; a plugin that pins
+    keys itself (RunPod pins a pod's key when it creates the pod) passes its own to
+    :class:`runjob_core.transport.ssh.SSHTransport` rather than rewording this error.
+    """
+
+    DEFAULT_ADVICE = "verify it with the cluster's admins before updating known_hosts"
+
+    def __init__(self, host: str, port: int, known_hosts: str | None, advice: str | None = None) -> None:
+        self.host, self.port, self.known_hosts = host, port, known_hosts
+        self.advice = advice or self.DEFAULT_ADVICE
+        super().__init__(f"the host key of {host}:{port} does not match known_hosts ({known_hosts}): "
+                         f"it changed or someone is in the way; {self.advice}")
+
+
 class JobNotFoundError(RunjobError):
     """No job in the state store matches the given id or name."""
 

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         ResultsTable,
         ResumePlan,
         Submission,
+        TaggedJob,
     )
     from runjob_core.transport import Transport
 
@@ -283,6 +284,52 @@ def runjob_submit(
 
 
 @hookspec(firstresult=True)
+def runjob_submit_array(
+    jobs: list[JobSpec], attempts: list[Attempt], rendereds: list[Rendered], name: str, cluster: ClusterConfig,
+    transport: Transport, max_parallel: int, context: RunContext,
+) -> list[Submission] | None:
+    """Submit many jobs of one resource shape at once (the elements of a sweep, issue 26):
+    one scheduler request for all of them, e.g. one SLURM job array.
+
+    Optional. A backend that does not implement it (or returns None) gets one
+    :func:`runjob_submit` call per job, as for any job; nothing else changes. Single jobs
+    never come here, and every later call about one of these jobs (poll, cancel, health,
+    collect, resume, reattach) is the ordinary per-job call with that job's own submission:
+    a resumed or resubmitted element goes out alone through :func:`runjob_submit`.
+
+    Called with two or more jobs whose resources, model and template are the same (their
+    params differ), after the store recorded each attempt as ``SUBMITTING`` with its own tag
+    and the core staged each job's script, ``params.json`` and library into its own
+    ``attempts[i].layout.job_dir``, exactly as for :func:`runjob_submit`. The lists are
+    parallel: ``jobs[i]``, ``attempts[i]`` and ``rendereds[i]`` are one job.
+
+    The backend must make each job findable by :func:`runjob_reattach` with its attempt
+    alone (runjob may die after the scheduler took the batch and before the submissions
+    were recorded): e.g. stage a marker in each ``attempts[i].layout.job_dir`` naming the
+    batch's own tag and the job's index in it before submitting.
+
+    :param jobs: The jobs, in the order their tasks get (task ``i`` runs ``jobs[i]``).
+    :param attempts: Their attempts (``attempts[i].submission(...)`` builds each record).
+    :param rendereds: Their rendered scripts, each already at its own job folder.
+    :param name: The batch's name (the sweep's ``name:``; letters, digits, ``.``, ``_``, ``-``),
+        e.g. for the scheduler's job name.
+    :param cluster: Their cluster; its ``type`` is your backend name.
+    :param transport: The transport to the cluster.
+    :param max_parallel: At most this many of the jobs may run at once (SLURM: ``%K``).
+    :param context: This invocation's context.
+    :returns: One :class:`Submission` per job, in the order of *jobs*, each with its own
+        ``backend_job_id`` (SLURM: ``ARRAYID_TASK``); or None to let the core submit them
+        one by one.
+    :raises runjob_core.errors.BackendError: The backend refused the batch; nothing of it
+        may be left submitted. The core then records every job of the batch as rejected.
+
+    Result: routed to the cluster's backend; the first non-None result wins.
+
+    .. versionadded:: 0.3
+    """
+
+
+@hookspec(firstresult=True)
 def runjob_reattach(job: JobSpec, attempt: Attempt, tag: str, cluster: ClusterConfig, context: RunContext) -> Submission | None:
     """Find a job submitted earlier with *tag* whose submission was never recorded.
 
@@ -364,7 +411,7 @@ def runjob_cancel(submissions: Sequence[Submission], cluster: ClusterConfig, con
 @hookspec
 def runjob_check_health(
     job: JobSpec, submission: Submission, status: JobStatus, window: str, progress: Mapping[str, Any] | None,
-    context: RunContext,
+    cluster: ClusterConfig | None, context: RunContext,
 ) -> Iterable[Finding] | None:
     """Look at what a running or finished job did since the last cycle.
 
@@ -383,6 +430,8 @@ def runjob_check_health(
     :param progress: The job's progress file as the job last wrote it (``step``,
         ``rows_done``, ``total``, ``updated_at``, ``metrics``), or ``None`` when it has
         written none.
+    :param cluster: The cluster the job runs on (its ``clusters.yaml`` entry), or ``None``
+        for ``runjob health scan FILE`` (a file, no cluster).
     :param context: This invocation's context.
     :returns: Findings, each with a stable ``label`` and an ``action`` (``stop``,
         ``resume``, ``retry``, ``warn``, ``continue``). An empty iterable or ``None`` means
@@ -393,6 +442,7 @@ def runjob_check_health(
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* and *progress* parameters.
+    .. versionchanged:: 0.3 the *cluster* parameter.
     """
 
 
@@ -418,7 +468,9 @@ def runjob_scan_log(job: JobSpec, path: Path, context: RunContext) -> Iterable[F
 
 
 @hookspec
-def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest: Path, context: RunContext) -> Iterable[Artifact] | None:
+def runjob_collect(
+    job: JobSpec, submission: Submission, status: JobStatus, dest: Path, cluster: ClusterConfig, context: RunContext,
+) -> Iterable[Artifact] | None:
     """Collect what a finished job produced into *dest*, then publish and check it.
 
     Backends download (``tryfirst``); publishers, verifiers and validators (the
@@ -434,6 +486,7 @@ def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest
         nothing outside it. It may already hold an earlier copy: bring what is missing or
         changed (collect can always run again; the core removes local files that no longer
         match what the last collect brought before asking).
+    :param cluster: The cluster the job ran on (its ``clusters.yaml`` entry).
     :param context: This invocation's context.
     :returns: :class:`Artifact` records. An artifact with ``kind="problem"`` and
         ``data["severity"] == "error"`` stops the chain from reporting success. A
@@ -446,6 +499,7 @@ def runjob_collect(job: JobSpec, submission: Submission, status: JobStatus, dest
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* parameter.
     .. versionchanged:: 0.3 called for a peek with the running attempt's status.
+    .. versionchanged:: 0.3 the *cluster* parameter.
     """
 
 
@@ -476,7 +530,9 @@ def runjob_read_results(folder: Path, job: JobSpec | None) -> ResultsTable | Non
 
 
 @hookspec(firstresult=True)
-def runjob_resume(job: JobSpec, submission: Submission, status: JobStatus, context: RunContext) -> ResumePlan | None:
+def runjob_resume(
+    job: JobSpec, submission: Submission, status: JobStatus, cluster: ClusterConfig, context: RunContext,
+) -> ResumePlan | None:
     """Plan how to continue *submission* after it stopped early (time limit, preemption,
     a lost machine the backend marked ``resumable``).
 
@@ -487,6 +543,7 @@ def runjob_resume(job: JobSpec, submission: Submission, status: JobStatus, conte
     :param job: The job's specification.
     :param submission: The attempt that stopped.
     :param status: How it stopped.
+    :param cluster: The cluster the job ran on (its ``clusters.yaml`` entry).
     :param context: This invocation's context.
     :returns: A :class:`ResumePlan` naming the newest complete checkpoint and the
         environment the next attempt gets, or ``None`` when the job cannot resume.
@@ -496,6 +553,7 @@ def runjob_resume(job: JobSpec, submission: Submission, status: JobStatus, conte
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* parameter.
+    .. versionchanged:: 0.3 the *cluster* parameter.
     """
 
 
@@ -571,6 +629,36 @@ def runjob_collected(
     are ignored. A plugin that raises is recorded as a ``plugin_error`` of the job (the
     one plugin-error path) and the others are still called; the collect's own result
     does not change.
+
+    .. versionadded:: 0.3
+    """
+
+
+# ---------------------------------------------------------------------------- adoption (issue 34)
+
+
+@hookspec(firstresult=True)
+def runjob_list_tagged(cluster: ClusterConfig, context: RunContext) -> Iterable[TaggedJob] | None:
+    """Every live job on *cluster* that carries a runjob tag, whichever store submitted it.
+
+    Called by ``runjob status --adopt`` and before a submit finds nothing in the store: a
+    store that was lost or set aside forgets jobs the cluster still runs, and the core
+    rebuilds their records from the ``runjob.json`` the core staged in each job's folder
+    (name, kind, spec, spec hash, the runjob folder that submitted it), then reattaches
+    them through :func:`runjob_reattach`. One remote call (one ``squeue --me``, one API
+    list), never one per job; jobs that ended may be left out.
+
+    :param cluster: The cluster to list.
+    :param context: This invocation's context.
+    :returns: One :class:`TaggedJob` per job whose tag (the SLURM comment, the pod name,
+        the runner's files) starts with ``runjob:``; ``job_dir`` where the backend knows
+        the job's folder (``attempt.layout.job_dir``), ``spec_hash`` where it carries the
+        hash itself, ``machine`` where each job has its own (the core reads the folder
+        through it). ``None``: your backend cannot list (the core says so in one line).
+    :raises runjob_core.errors.TransportError: The cluster cannot be asked now; never
+        answer an empty list for "could not ask".
+
+    Result: routed to the cluster's backend; the first non-None result wins.
 
     .. versionadded:: 0.3
     """

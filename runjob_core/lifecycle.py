@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from runjob_core import _plugin_errors, config, plugins, staging, templating
+from runjob_core.transport.held import HeldTree, hold_tree
 
 from runjob_core.collecting import manifest as _results_folder
 from runjob_core.collecting import results_folder
@@ -35,7 +36,7 @@ def open_context(
         pm, _infos = plugins.get_plugin_manager()
     clusters = config.load_clusters(clusters_path, backends=plugins.backend_infos(pm))
     folder = state_dir()
-    return RunContext(store=store or Store(folder / "state.db"), pm=pm, clusters=clusters, state_dir=folder, on_event=on_event)
+    return RunContext(store=store or Store.open_default(), pm=pm, clusters=clusters, state_dir=folder, on_event=on_event)
 
 
 def cluster_for(context: RunContext, job: JobSpec) -> ClusterConfig:
@@ -213,11 +214,11 @@ def launch(
     if checks.refused and not force:
         raise RefusedError("pre-flight refused the job:\n  " + "\n  ".join(checks.problems) + "\n(pass --force to submit anyway)")
     row, submission = submit(context, job, cluster, spec_path=spec_path, kind=kind, new=new, confirm=confirm)
-    _record_estimates(context.store, row, checks)
+    record_estimates(context.store, row, checks)
     return Launched(row, submission, checks, kind)
 
 
-def _record_estimates(store: Store, row: JobRow, checks: Preflight) -> None:
+def record_estimates(store: Store, row: JobRow, checks: Preflight) -> None:
     """Keep pre-flight's estimates with the job (once), for the report's estimate-versus-actual."""
     if not checks.estimates or store.events(row.id, kinds=("estimates",)):
         return
@@ -239,14 +240,16 @@ def failed_canary_warning(context: RunContext, job: JobSpec) -> str | None:
 def submit(
     context: RunContext, job: JobSpec, cluster: ClusterConfig, *, spec_path: str | None = None,
     kind: str = "full", new: bool = False,
-    confirm: Callable[[JobSpec, ClusterConfig, Rendered], bool] | None = None,
+    confirm: Callable[[JobSpec, ClusterConfig, Rendered], bool] | None = None, sweep: tuple[str, int] | None = None,
 ) -> tuple[JobRow, Submission]:
     """Submit *job* as a new runjob job, or reattach to the same spec already submitted.
 
     No pre-flight here: :func:`launch` is the gate that runs it. A job with the same name
     and spec hash whose latest attempt is still active is returned as it is (unless
     *new*); one stuck in SUBMITTING (runjob was killed while submitting) is reattached
-    through its tag, and only submitted if the backend has no job with that tag.
+    through its tag, and only submitted if the backend has no job with that tag; one the
+    store does not know but the cluster runs (a lost store) is adopted (:mod:`runjob_core.adopt`).
+    *sweep* is (sweep id, element index) for an element of a sweep (:mod:`runjob_core.sweep`).
     """
     spec_hash = config.spec_hash(job)
     # One writer per spec: of runjob processes submitting the same spec at once, one creates
@@ -255,6 +258,11 @@ def submit(
     if not new:
         with context.store.claim(claim):
             followed = _follow_existing(context, job, cluster, spec_hash, kind)
+            if followed is None:
+                # The store knows nothing of this spec: a lost store may have submitted it.
+                from runjob_core import adopt
+
+                followed = adopt.follow_running(context, job, cluster, spec_hash, kind)
         if followed is not None:
             return followed
     # Render and review before anything is recorded: a refusal leaves nothing behind.
@@ -270,6 +278,7 @@ def submit(
         context.store.create_job(
             job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
             spec_hash=spec_hash, spec_path=spec_path, kind=kind,
+            sweep_id=sweep[0] if sweep else None, sweep_index=sweep[1] if sweep else None,
         )
         row = context.store.get_job(job_id)
         context.event(job_id, "created", f"job {job.name} recorded as {job_id} ({kind}, spec {spec_hash})")
@@ -353,9 +362,11 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
     store.set_job(row.id, script=rendered.script)
     asked = False  # once the backend is asked, only it knows whether the job exists
     try:
-        transport = context.transport(cluster, attempt.machine)
+        # The job's files wait for the backend's submit command: one round trip (transport/held.py).
+        transport = hold_tree(context.transport(cluster, attempt.machine))
         code = staging.stage(transport, attempt.layout, job, rendered, accept_changes=accept_code_changes,
-                             started_with=_code_started_with(context, row.id, n))
+                             started_with=_code_started_with(context, row.id, n),
+                             record=staging.job_record(row, context.state_dir))
         if code is not None:
             _record_code(context, row.id, n, code)
         asked = True
@@ -363,6 +374,8 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
             context, context.hook("runjob_submit", cluster.type),
             {"job": job, "attempt": attempt, "rendered": rendered, "cluster": cluster, "transport": transport, "context": context},
             hook="runjob_submit", blame=cluster.type, job_id=row.id, attempt=n)
+        if isinstance(transport, HeldTree):
+            transport.flush()  # a backend that ran no command: its job's files are in place all the same
     except TransportError as exc:
         # The job may or may not have reached the scheduler: keep the attempt in
         # SUBMITTING so that running the command again finds it by its tag.
@@ -440,8 +453,9 @@ def _provision(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterC
     where = f" at {machine.host}:{machine.port}" if machine.host else ""
     context.event(row.id, "provisioned", f"attempt {attempt.n}: machine {machine.id}{where}", attempt=attempt.n,
                   source=machine.source, machine=machine.id)
-    return new_attempt(context, job, cluster, job_id=row.id, n=attempt.n, resume_from=attempt.resume_from,
-                       resume_env=attempt.resume_env, limit=attempt.limit, machine=machine)
+    # The same attempt, given its machine: only the file layout depends on where it runs.
+    layout = staging.layout_for(job, cluster, row.id, attempt.n, context.transport(cluster, machine), context.state_dir)
+    return attrs.evolve(attempt, machine=machine, layout=layout)
 
 
 def _forget_attempt(context: RunContext, row: JobRow, attempt: Attempt, cluster: ClusterConfig, *, reason: str) -> None:
@@ -662,8 +676,12 @@ def _collect(context: RunContext, row: JobRow) -> Collected:
                         "runjob_core.job.ResultsWriter (see the example job: runjob init)")
     else:
         _results_folder.write(dest, row.id, attempt.n, _collected_files(artifacts, dest), final=True)
+    # Where the files are (host and absolute folder): a report on another host of a shared state says so.
+    from runjob_core.store import locator
+
     context.event(row.id, "collected" if not problems else "collect_failed",
-                  f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n)
+                  f"collected into {dest}" if not problems else "; ".join(problems), attempt=attempt.n,
+                  data={"host": locator.host(), "path": str(dest.resolve())})
     release_attempt(context, row, context.store.attempt(row.id, attempt.n), reason="collected")
     _announce_collected(context, row, submission, tuple(artifacts), tuple(problems), dest, cluster)
     return Collected(dest, tuple(artifacts), tuple(problems), state=attempt.state)
@@ -703,5 +721,5 @@ def _collect_artifacts(context: RunContext, row: JobRow, n: int, submission: Sub
                                data={"severity": "error", "message": f"plugin {name!r} failed: {type(exc).__name__}: {exc}"}))
 
     caller = context.hook("runjob_collect", cluster.type)
-    kwargs = {"job": row.spec, "submission": submission, "status": status, "dest": dest, "context": context}
+    kwargs = {"job": row.spec, "submission": submission, "status": status, "dest": dest, "cluster": cluster, "context": context}
     return plugins.flatten(plugins.call_each(caller, kwargs, on_error=failed)) + broken

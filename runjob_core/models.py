@@ -472,3 +472,17 @@ class ResultsTable:
     rows: tuple[dict[str, Any], ...]
     tasks: dict[str, dict[str, float]] = field(factory=dict)
     files: tuple[str, ...] = ()
+
+
+@frozen
+class TaggedJob:
+    """A job a backend found on its cluster carrying runjob's tag
+    (:func:`runjob_core.hookspecs.runjob_list_tagged`): what adopting it needs."""
+
+    tag: str                        # runjob:<job id>:<attempt>
+    backend_job_id: str
+    state: str                      # PENDING, RUNNING, ... (the scheduler's, in runjob's words)
+    source: str
+    job_dir: str | None = None      # the job's folder on the cluster (its runjob.json), when known
+    spec_hash: str | None = None    # when the backend carries it with the job itself
+    machine: Machine | None = None  # the machine it runs on, for a backend with one per job (a pod)

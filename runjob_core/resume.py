@@ -22,7 +22,8 @@ def plan(context, row) -> tuple[ResumePlan, object]:
     from runjob_core import _plugin_errors
 
     result = _plugin_errors.call_first(context, context.hook("runjob_resume", row.backend),
-                                       {"job": row.spec, "submission": latest.submission, "status": status, "context": context},
+                                       {"job": row.spec, "submission": latest.submission, "status": status,
+                                        "cluster": lifecycle.job_cluster(context, row), "context": context},
                                        hook="runjob_resume", blame=row.backend, job_id=row.id, attempt=latest.n)
     if result is None:
         raise RunjobError(f"backend {row.backend!r} cannot resume job {row.id}")

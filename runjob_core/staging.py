@@ -3,7 +3,7 @@
 Layout on the cluster (``<scratch>`` is the cluster's ``scratch_path``; for the local
 cluster ``.runjob/scratch``)::
 
-    <scratch>/jobs/<name>/<runjob id>/  run.<attempt>.sh, params.json, progress.json, lib/, results/, checkpoints/,
+    <scratch>/jobs/<name>/<runjob id>/  run.<attempt>.sh, params.json, runjob.json, progress.json, lib/, results/, checkpoints/,
                                         work/ (the synced workdir, remote clusters: cwd of the job) and
                                         work.sha256.json (what was uploaded to it)
     <scratch>/logs/<name>.<runjob id>.<attempt>.out
@@ -13,7 +13,9 @@ Each runjob job gets its own folder, so a fresh run never inherits old results o
 another job's code, while the attempts of one job share it, so a resumed attempt continues
 the same results with the same code. Each
 attempt has its own script (``run.<attempt>.sh``) and log: a resubmission never overwrites
-the script of a job still waiting in the queue.
+the script of a job still waiting in the queue. ``runjob.json`` is the job's own record
+(id, name, kind, spec and its hash, the runjob folder that submitted it): a store that was
+lost rebuilds the job from it (:mod:`runjob_core.adopt`).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from runjob_core.errors import RefusedError, RunjobError
 from runjob_core.models import ClusterConfig, JobSpec, Layout, Rendered
 from runjob_core.transport import LocalTransport, Transport
 
-__all__ = ["Layout", "layout_for", "stage", "sync_workdir", "unsynced_command_files"]
+__all__ = ["JOB_RECORD", "Layout", "job_record", "layout_for", "stage", "sync_workdir", "unsynced_command_files"]
 
 #: Refuse to upload a workdir larger than this without being told (data belongs elsewhere).
 MAX_SYNC_BYTES = 512 << 20
+#: The job's own record in its folder on the cluster (see the module's docstring).
+JOB_RECORD = "runjob.json"
 _ALWAYS_IGNORED = (".git", "__pycache__", "*.pyc", ".runjob", ".venv", "venv", "results", ".ipynb_checkpoints")
 
 
@@ -98,9 +102,11 @@ def layout_for(
 
 
 def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered, *,
-          started_with: dict[str, str] | None = None, accept_changes: bool = False) -> dict[str, str] | None:
-    """Create the job's folders and put the script, params, job-side library and workdir in
-    place. Returns the hashes of the workdir's files (None for a job without ``workdir:``).
+          started_with: dict[str, str] | None = None, accept_changes: bool = False,
+          record: str | None = None) -> dict[str, str] | None:
+    """Create the job's folders and put the script, params, job-side library, the job's
+    *record* (:func:`job_record`) and workdir in place. Returns the hashes of the workdir's
+    files (None for a job without ``workdir:``).
 
     *started_with* (a resumed attempt) are the hashes its job started with: a workdir
     changed since is refused with the files named, unless *accept_changes* (``--force``),
@@ -116,11 +122,23 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
         **job_side_files(),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
+        **({JOB_RECORD: (record, 0o600)} if record is not None else {}),
     }
     transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
     if layout.sync_from:
         sync_workdir(transport, Path(layout.sync_from), layout.workdir, hashes)
     return hashes
+
+
+def job_record(row, state_dir: Path) -> str:
+    """``runjob.json`` for the job of store row *row*: what adopting it needs if the store
+    that submitted it is lost, and where that store was (only that folder adopts it)."""
+    import socket
+
+    return json.dumps({"job_id": row.id, "name": row.name, "kind": row.kind, "cluster": row.cluster,
+                       "backend": row.backend, "spec_hash": row.spec_hash, "spec_path": row.spec_path,
+                       "spec": json.loads(row.spec_json), "state_dir": str(Path(state_dir).absolute()),
+                       "host": socket.gethostname(), "created_at": row.created_at}, indent=1, sort_keys=True) + "\n"
 
 
 def job_side_files() -> dict[str, tuple[str, int]]:

@@ -15,7 +15,8 @@
 # Layout: one host, nodes cpu01 + gpu01 (both NodeAddr=127.0.0.1, slurmd ports 6818/6820), partitions
 # debug (default, cpu01), gpu (gpu01, fake Gres=gpu:h100:2, MaxTime=60), maint (State=DOWN), multi (both
 # nodes, MaxTime=60; cpu01 and gpu01 resolve to 127.0.0.1 through /etc/hosts, for MASTER_ADDR);
-# slurmctld 6817, slurmdbd 6819, MariaDB on its unix socket, sshd 127.0.0.1:2222.
+# slurmctld 6817, slurmdbd 6819, MariaDB on its unix socket, sshd 127.0.0.1:2222; PostgreSQL (team mode)
+# on 127.0.0.1:5433, role and database runjob_test, its password only in $RUNJOB_TEST_DIR/pgpass.
 set -euo pipefail
 
 STATE_DIR=${RUNJOB_TEST_DIR:-/var/lib/runjob-test}
@@ -30,8 +31,13 @@ SCRATCH=/home/$TEST_USER/scratch
 DB_PASS=slurmdbpass
 SSHD_CONFIG=/etc/ssh/sshd_runjob_config
 # inotify-tools: the push path's watcher (inotifywait) on the cluster side (runjob_core/monitor/hub.py).
-PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openssh-server chromium chromium-driver inotify-tools)
-COMPONENTS=(munged mariadb slurmdbd slurmctld slurmd-cpu01 slurmd-gpu01 sshd)
+# postgresql: the shared state of team mode (issue 27), a server of our own on 127.0.0.1:$PG_PORT.
+PKGS=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server openssh-server chromium chromium-driver inotify-tools
+      postgresql)
+COMPONENTS=(munged mariadb slurmdbd slurmctld slurmd-cpu01 slurmd-gpu01 sshd postgres)
+PG_PORT=5433
+PG_DIR=$STATE_DIR/postgres         # data folder and unix socket of the test server (owned by postgres)
+PG_PASSFILE=$STATE_DIR/pgpass      # the test role's password, in libpq's passfile format (0600)
 
 # ------------------------------------------------------------------ helpers
 T_START=$(date +%s%N)
@@ -64,6 +70,7 @@ pidfile_of() {
     slurmd-cpu01) echo /run/slurmd-cpu01.pid ;;
     slurmd-gpu01) echo /run/slurmd-gpu01.pid ;;
     sshd) echo /run/sshd-runjob.pid ;;
+    postgres) echo "$PG_DIR/data/postmaster.pid" ;;
   esac
 }
 comm_of() { case $1 in mariadb) echo mariadbd ;; slurmd-*) echo slurmd ;; *) echo "$1" ;; esac; }
@@ -82,7 +89,7 @@ pid_alive() {
 daemon_pid() { # pid from the daemon's own pidfile if that process is alive, else nothing
   local f; f=$(pidfile_of "$1")
   [ -s "$f" ] || return 1
-  local pid; pid=$(tr -dc 0-9 < "$f")
+  local pid; pid=$(head -n 1 "$f" | tr -dc 0-9)  # postmaster.pid: the pid is its first line of several
   pid_alive "$pid" "$1" && echo "$pid"
 }
 
@@ -97,6 +104,7 @@ works() {
     slurmd-cpu01) tcp_open 6818 ;;
     slurmd-gpu01) tcp_open 6820 ;;
     sshd) [ "$(timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$SSH_PORT; head -c 7 <&3" 2>/dev/null)" = SSH-2.0 ] ;;
+    postgres) timeout 5 "$(pg_bin)/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" ;;
   esac
 }
 healthy() { daemon_pid "$1" >/dev/null && works "$1"; }
@@ -168,7 +176,7 @@ cmd_down() {
     fi
   fi
   # Reverse start order: clients of a daemon go before it (fewer spurious errors in the logs).
-  for c in sshd slurmd-gpu01 slurmd-cpu01 slurmctld slurmdbd mariadb munged; do stop_ours "$c"; done
+  for c in postgres sshd slurmd-gpu01 slurmd-cpu01 slurmctld slurmdbd mariadb munged; do stop_ours "$c"; done
   # Daemons running that we did not start are left alone, but say so.
   for c in "${COMPONENTS[@]}"; do
     pid=$(daemon_pid "$c") && log "left running (not started by this script): $c pid $pid"
@@ -182,6 +190,48 @@ cmd_down() {
 }
 
 # ------------------------------------------------------------------ up
+pg_bin() { # the newest installed server's bin folder (Debian keeps each major version apart)
+  local d; d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$d" ] || die "no PostgreSQL server under /usr/lib/postgresql (package postgresql)"
+  echo "$d"
+}
+
+# PostgreSQL for team mode: its own cluster in $PG_DIR on 127.0.0.1:$PG_PORT (not Debian's 5432 one),
+# a role runjob_test with a password (scram) kept only in $PG_PASSFILE, and a database runjob_test.
+setup_postgres() {
+  local bin pass; bin=$(pg_bin)
+  if [ ! -s "$PG_DIR/data/PG_VERSION" ]; then
+    install -d -o postgres -g postgres -m 0700 "$PG_DIR"
+    runuser -u postgres -- "$bin/initdb" -D "$PG_DIR/data" -U postgres -E UTF8 --auth-local=peer \
+      --auth-host=scram-sha-256 >"$STATE_DIR/initdb.log" 2>&1 || { tail -n 20 "$STATE_DIR/initdb.log" >&2; die "initdb failed"; }
+    log "postgres: cluster created in $PG_DIR/data"
+  fi
+  if healthy postgres; then
+    log "postgres already running (pid $(daemon_pid postgres))"
+  else
+    runuser -u postgres -- "$bin/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 30 \
+      -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -k $PG_DIR" start >/dev/null \
+      || { tail -n 20 "$PG_DIR/server.log" >&2; die "postgres did not start (log: $PG_DIR/server.log)"; }
+    must_wait 20 postgres healthy postgres; record_pid postgres
+    log "postgres started on 127.0.0.1:$PG_PORT (pid $(daemon_pid postgres))"
+  fi
+  if [ ! -s "$PG_PASSFILE" ]; then
+    pass=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+    (umask 077; echo "127.0.0.1:$PG_PORT:*:runjob_test:$pass" > "$PG_PASSFILE")
+  fi
+  pass=$(cut -d: -f5 "$PG_PASSFILE")
+  # On stdin, not in argv: the password never shows in the process list.
+  runuser -u postgres -- "$bin/psql" -h "$PG_DIR" -p "$PG_PORT" -U postgres -d postgres -q -v ON_ERROR_STOP=1 >/dev/null <<SQL \
+    || die "postgres: could not set up role and database runjob_test"
+SELECT 'CREATE ROLE runjob_test LOGIN' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'runjob_test')\\gexec
+ALTER ROLE runjob_test PASSWORD '$pass';
+SELECT 'CREATE DATABASE runjob_test OWNER runjob_test' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'runjob_test')\\gexec
+SQL
+  PGPASSFILE=$PG_PASSFILE timeout 10 "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U runjob_test -d runjob_test -qAtc 'SELECT 1' \
+    >/dev/null || die "postgres: runjob_test cannot log in over TCP with its password"
+  log "postgres: role and database runjob_test ready"
+}
+
 install_packages() {
   command -v dpkg-query >/dev/null 2>&1 || unavailable "dpkg-query not found (needs Debian 12 with apt)"
   local p missing=()
@@ -545,6 +595,7 @@ cmd_up() {
   must_wait 20 "ssh $TEST_USER@127.0.0.1:$SSH_PORT squeue" ssh_ok "$TEST_USER"
   must_wait 20 "ssh root@127.0.0.1:$SSH_PORT squeue" ssh_ok root
   log "ssh as $TEST_USER and root works"
+  setup_postgres
 
   # --- what the test suite reads
   CHANGED=0
@@ -557,6 +608,8 @@ RUNJOB_TEST_KNOWN_HOSTS=$KNOWN_HOSTS
 RUNJOB_TEST_SCRATCH=$SCRATCH
 RUNJOB_TEST_ACCOUNT=research
 RUNJOB_TEST_CGROUP=$CGROUP
+RUNJOB_TEST_PG_URL=postgresql://runjob_test@127.0.0.1:$PG_PORT/runjob_test
+RUNJOB_TEST_PGPASSFILE=$PG_PASSFILE
 EOF
   log "ALL UP in $(elapsed)s; test settings in $ENV_FILE"
 }

@@ -450,3 +450,55 @@ def test_status_shows_what_a_rented_machine_costs(runjob_home):
     assert billed["usd"] == 0.42 and billed["cost_final"]
     lifecycle.cancel(context, context.store.get_job(row.id))
     context.close()
+
+
+def test_collect_resume_and_check_health_get_the_jobs_cluster(runjob_home):
+    """The per-job hooks all receive the job's ``clusters.yaml`` entry, as submit and poll do."""
+    seen: dict[str, set] = {"collect": set(), "resume": set(), "check_health": set()}
+
+    class Listening(Rented):
+        @hookimpl(tryfirst=True)
+        def runjob_collect(self, submission, dest, cluster):
+            seen["collect"].add(cluster.name)
+            return super().runjob_collect(submission, dest)
+
+        @hookimpl
+        def runjob_resume(self, cluster):
+            seen["resume"].add(cluster.name)  # None: the core's default plans the resume
+
+        @hookimpl
+        def runjob_check_health(self, cluster):
+            seen["check_health"].add(cluster.name)
+
+    backend = Listening(lose_first=True)
+    context = _context(runjob_home, backend)
+    job = _job("listened", 'printf \'{"id": 1}\\n\' > "$RUNJOB_RESULTS/results.jsonl"')
+    row = lifecycle.launch(context, job).row
+    monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
+    assert [a.state for a in context.store.attempts(row.id)] == ["LOST", "COMPLETED"]
+    collected = lifecycle.collect(context, context.store.get_job(row.id))
+    assert collected.ok, collected.problems
+    assert seen == {"collect": {"box"}, "resume": {"box"}, "check_health": {"box"}}
+    context.close()
+
+
+def test_there_is_one_hookimpl_marker():
+    """Plugins and the core's own implementations mark hooks with ``runjob_core.hookimpl``."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("runjob_core/**/*.py"), *root.glob("plugins/*/src/**/*.py")]
+    makers = [str(f.relative_to(root)) for f in files if "HookimplMarker(" in f.read_text()]
+    assert makers == ["runjob_core/__init__.py"]
+
+
+def test_a_submit_builds_its_attempt_once(runjob_home, monkeypatch):
+    """One submit, one Attempt built (tag, layout, limit): a provisioned machine is given to
+    that same attempt, which is passed down to provision, render, stage and submit."""
+    built = []
+    real = lifecycle.new_attempt
+    monkeypatch.setattr(lifecycle, "new_attempt", lambda *a, **k: built.append(k["n"]) or real(*a, **k))
+    backend = Rented()
+    context = _context(runjob_home, backend)
+    launched = lifecycle.launch(context, _job("once", "true"))
+    assert built == [1]
+    assert launched.submission.machine.id == f"m-runjob:{launched.row.id}:1"
+    context.close()

@@ -92,6 +92,22 @@ def test_bad_framework_names_the_key(runjob_home):
     assert est and "'keras' at $.params.framework in lora-8b.yaml: use one of" in est[0]["summary"]
 
 
+def test_bad_transformers_version_names_the_key(runjob_home):
+    # YAML reads an unquoted 4.51 as a number
+    _, data = plan(runjob_home, {**LORA, "params": {**LORA["params"], "transformers_version": 4.51}})
+    est = [e for e in data["estimates"] if e["summary"].startswith("no time estimate")]
+    assert est and "4.51 at $.params.transformers_version in lora-8b.yaml: use a version string" in est[0]["summary"]
+
+
+def test_estimate_command_takes_the_transformers_version(runjob_home, runjob_cli):
+    args = ["estimate", "--model", "Qwen3-30B-A3B", "--kind", "inference", "--gpu", "h100", "--engine", "hf",
+            "--rows", "10", "--input-tokens", "64", "--output-tokens", "256", "--json"]
+    current = json.loads(runjob_cli(*args).output)["time"]
+    old = json.loads(runjob_cli(*args, "--transformers-version", "4.51.3").output)["time"]
+    assert old["total_seconds"] > 3 * current["total_seconds"]
+    assert any("over all 128 experts" in a and "transformers 4.51.3" in a for a in old["assumptions"])
+
+
 def test_estimate_command_prints_and_carries_the_time(runjob_home, runjob_cli):
     args = ["estimate", "--model", "Llama-3.1-8B", "--kind", "lora", "--gpu", "h100", "--seq-len", "4096", "--batch", "4",
             "--grad-checkpointing", "--steps", "20000", "--time-limit", "1:00:00"]

@@ -91,3 +91,42 @@ def test_a_one_shot_status_leaves_jobs_another_process_observes_to_it(tmp_path):
     finally:
         status.close()
         context.close()
+
+
+def _status_cli(monkeypatch, transport, argv: list[str]) -> tuple[str, list[str], tuple]:
+    """`runjob status ARGV` in this process over the recorded queue: its output, the SQL it ran
+    after opening the store, and the store's (other commits, own changes) at the end."""
+    from click.testing import CliRunner
+
+    from runjob_core.cli import cli
+
+    statements: list[str] = []
+    opened = []
+    real = lifecycle.open_context
+
+    def traced(**kwargs):
+        context = real(**kwargs)
+        context._transports[("rec", None)] = transport
+        context.store._db.set_trace_callback(statements.append)
+        opened.append(context.store)
+        return context
+
+    monkeypatch.setattr(lifecycle, "open_context", traced)
+    result = CliRunner().invoke(cli, ["status", *argv])
+    assert result.exit_code == 0, result.output
+    return result.output, statements, opened[0]._db.total_changes
+
+
+def test_the_status_command_reads_the_store_in_queries_that_do_not_grow_with_the_jobs_listed(tmp_path, monkeypatch):
+    """Issue 29: `runjob status` ran ~6 queries per listed job (130 for 20); now the same few for
+    any number of jobs, and nothing written when nothing changed."""
+    context, ids, transport = queued_context(tmp_path, 40)
+    monitor.cycle(context, ids)
+    context.close()
+    counts = {}
+    for limit in (5, 40):
+        output, statements, changes = _status_cli(monkeypatch, transport, ["-n", str(limit)])
+        assert output.count("PENDING") == limit
+        assert changes == 0 and not [s for s in statements if s.split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "REPLACE")]
+        counts[limit] = len(statements)
+    assert counts[5] == counts[40] <= 16, counts

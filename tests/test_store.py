@@ -1,4 +1,8 @@
-"""The state store: jobs, attempts, events, offsets, artifacts; tokens never stored."""
+"""The state store: jobs, attempts, events, offsets, artifacts; tokens never stored.
+
+One suite for both backends: the ``state`` fixture (tests/conftest.py) is a SQLite file or a
+PostgreSQL schema of the test server's; tests of SQLite files from older runjobs stay SQLite's.
+"""
 
 from pathlib import Path
 import pytest
@@ -9,10 +13,8 @@ from runjob_core.store import Store
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "state.db")
-    yield s
-    s.close()
+def store(state):
+    return state.open()
 
 
 def make_job(store, name="exp"):
@@ -66,26 +68,37 @@ def test_tokens_never_reach_the_database(store, monkeypatch):
     job = make_job(store)
     store.add_event(job, "x", "pushing with hf_supersecretvalue1234567890 and hf_abcdefghijklmnopqrstuvwx",
                     data={"token": "hf_supersecretvalue1234567890"})
-    raw = (store.path).read_bytes() + b"".join(p.read_bytes() for p in store.path.parent.glob("state.db-*"))
+    if store.shared:
+        raw = "".join(str(row) for table in ("jobs", "events") for row in store._db.execute(f"SELECT * FROM {table}"))
+        raw = raw.encode()
+    else:
+        raw = (store.path).read_bytes() + b"".join(p.read_bytes() for p in store.path.parent.glob("state.db-*"))
     assert b"supersecret" not in raw and b"hf_abcdefghij" not in raw
 
 
-def test_two_processes_share_the_store(tmp_path):
-    a, b = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+def test_two_processes_share_the_store(state):
+    a, b = state.open(), state.open()
     job = make_job(a)
     assert b.get_job(job).name == "exp"
+    before = b.generation()
+    a.begin_attempt(job)
+    assert b.generation() != before  # b's caches (the monitor's memo) see a's commit
+    before = b.generation()
+    a.set_job(job, outcome="done")
+    assert b.generation() != before
+    a.add_event(job, "note", "from a")
+    assert [e.message for e in b.events(job)] == ["from a"]
 
 
-def test_a_database_with_columns_from_a_newer_runjob_still_reads(tmp_path):
-    path = tmp_path / "state.db"
-    store = Store(path)
+def test_a_database_with_columns_from_a_newer_runjob_still_reads(state):
+    store = state.open()
     job = make_job(store)
     store.begin_attempt(job)
     # A later version adds columns (ALTER TABLE appends them); this version ignores them.
     store._db.execute("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 7")
     store._db.execute("ALTER TABLE attempts ADD COLUMN gpu_hours REAL")
     store.close()
-    reopened = Store(path)
+    reopened = state.open()
     try:
         assert reopened.get_job(job).name == "exp"
         assert [j.id for j in reopened.list_jobs()] == [job]
@@ -108,11 +121,25 @@ def user_version(path) -> int:
         db.close()
 
 
-def test_a_new_database_records_its_schema(tmp_path):
+def stored_version(state) -> int:
+    """The schema version written in the state, read without runjob."""
+    if state.kind == "sqlite":
+        return user_version(state.url.removeprefix("sqlite://"))
+    import psycopg
+
+    with psycopg.connect(state.url) as conn:
+        return int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+
+
+def test_a_new_database_records_its_schema(state):
     from runjob_core import store as store_module
 
-    Store(tmp_path / "state.db").close()
-    assert user_version(tmp_path / "state.db") == store_module.SCHEMA_VERSION
+    store = state.open()
+    assert store._db.schema_version() == store_module.SCHEMA_VERSION
+    assert store._db.execute("SELECT value FROM meta WHERE key = 'oldest_compatible'").fetchone()[0] == "1"
+    assert {"jobs", "attempts", "events", "metrics", "leases", "pending_actions", "artifacts", "log_offsets"} <= {
+        t for t in ("jobs", "attempts", "events", "metrics", "leases", "pending_actions", "artifacts", "log_offsets")
+        if store._db.has_table(t)}
 
 
 def test_a_database_from_before_schema_versions_is_upgraded_with_its_rows(tmp_path):
@@ -123,6 +150,8 @@ def test_a_database_from_before_schema_versions_is_upgraded_with_its_rows(tmp_pa
     old._db.execute("DROP TABLE meta")
     for column in ("machine_json", "released_at"):  # the layout of then (version 1's)
         old._db.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
+    for table in ("jobs", "attempts", "events"):
+        old._db.execute(f"ALTER TABLE {table} DROP COLUMN who")
     old._db.execute("PRAGMA user_version = 0")  # as written before versions were kept
     old.close()
     reopened = Store(path)
@@ -153,11 +182,11 @@ def test_a_schema_2_database_gains_the_metrics_table_and_keeps_its_rows(tmp_path
     assert user_version(path) == store_module.SCHEMA_VERSION >= 3
 
 
-def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(tmp_path, monkeypatch):
+def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(state, monkeypatch):
     from runjob_core import store as store_module
 
     monkeypatch.setattr(store_module, "MAX_METRIC_POINTS", 10)
-    store = Store(tmp_path / "state.db")
+    store = state.open()
     job = make_job(store)
     store.add_metrics(job, 1, [("loss", float(s), None, float(s)) for s in range(11)], source="test")
     steps = [p[2] for p in store.metrics(job)]
@@ -167,11 +196,10 @@ def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(tmp_path, mo
     store.close()
 
 
-def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
+def test_migration_steps_run_once_in_order(state, monkeypatch):
     from runjob_core import store as store_module
 
-    path = tmp_path / "state.db"
-    first = Store(path)
+    first = state.open()
     job = make_job(first)
     first.close()
     current = store_module.SCHEMA_VERSION
@@ -179,31 +207,30 @@ def test_migration_steps_run_once_in_order(tmp_path, monkeypatch):
     monkeypatch.setattr(store_module, "_MIGRATIONS",
                         {**store_module._MIGRATIONS, current: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
     for _ in range(2):  # the second open finds the new schema and does nothing
-        reopened = Store(path)
+        reopened = state.open()
         assert reopened._db.execute("SELECT priority FROM jobs WHERE id = ?", (job,)).fetchone()[0] == 3
         assert reopened.get_job(job).name == "exp"
+        assert reopened._db.schema_version() == current + 1
         reopened.close()
-    assert user_version(path) == current + 1
 
 
 @pytest.mark.parametrize("oldest, usable", [(1, True), (9, False)])
-def test_a_database_of_a_newer_runjob_is_used_only_if_it_says_so(tmp_path, oldest, usable):
+def test_a_database_of_a_newer_runjob_is_used_only_if_it_says_so(state, oldest, usable):
     from runjob_core.errors import RunjobError
 
-    path = tmp_path / "state.db"
-    newer = Store(path)
+    newer = state.open()
     job = make_job(newer)
-    newer._db.execute("PRAGMA user_version = 9")
+    newer._db.set_schema_version(9)
     newer._db.execute("UPDATE meta SET value = ? WHERE key = 'oldest_compatible'", (str(oldest),))
     newer.close()
     if usable:
-        reopened = Store(path)
+        reopened = state.open()
         assert reopened.get_job(job).name == "exp"
-        reopened.close()
     else:
-        with pytest.raises(RunjobError, match=r"state.db was written by a newer runjob .*upgrade runjob"):
-            Store(path)
-    assert user_version(path) == 9  # never downgraded
+        where = "state.db" if state.kind == "sqlite" else "runjob_test"
+        with pytest.raises(RunjobError, match=rf"{where}.* was written by a newer runjob .*upgrade runjob"):
+            state.open()
+    assert stored_version(state) == 9  # never downgraded
 
 
 def test_a_schema_3_database_gains_the_lease_tables_and_keeps_its_rows(tmp_path):
@@ -214,6 +241,8 @@ def test_a_schema_3_database_gains_the_lease_tables_and_keeps_its_rows(tmp_path)
     job = make_job(old)
     old._db.execute("DROP TABLE leases")
     old._db.execute("DROP TABLE pending_actions")
+    for table in ("jobs", "attempts", "events"):  # added by schema 5
+        old._db.execute(f"ALTER TABLE {table} DROP COLUMN who")
     old._db.execute("PRAGMA user_version = 3")  # as the runjob before one-writer leases left it
     old.close()
     reopened = Store(path)
@@ -225,7 +254,7 @@ def test_a_schema_3_database_gains_the_lease_tables_and_keeps_its_rows(tmp_path)
         assert reopened.pending_actions() == [(job, 1)]
     finally:
         reopened.close()
-    assert user_version(path) == store_module.SCHEMA_VERSION == 4
+    assert user_version(path) == store_module.SCHEMA_VERSION >= 4
 
 
 def test_an_in_memory_store_leaves_no_file_behind(tmp_path, monkeypatch):

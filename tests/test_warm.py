@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -75,6 +78,12 @@ def test_commands_run_in_the_warm_process_with_the_callers_folder_environment_an
     assert missing.returncode == 1
     assert _served(warm_env)[-1] == "status"
 
+    # An offline health scan too (issue 29: timed against grep): its findings and exit code.
+    (two / "train.log").write_text("{'loss': 1.2}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    scanned = run_cli("health", "scan", "train.log", "--json", cwd=two, env={**warm_env, "RUNJOB_HOME": str(two / ".runjob")})
+    assert scanned.returncode == 1 and '"label": "cuda_oom"' in scanned.stdout and '"line": 2' in scanned.stdout
+    assert _served(warm_env)[-1] == "health"
+
 
 @pytest.mark.serial  # timed out waiting for the warm process inside the parallel CI run: see ./dev
 def test_a_warm_process_whose_code_changed_on_disk_is_not_used(tmp_path, warm_env):
@@ -110,6 +119,8 @@ def _proc_state(pid: int) -> str:
     (["submit", "job.yaml", "-y"], True, "submit"),
     (["submit", "job.yaml"], False, "submit"),   # no terminal: the review refuses without asking
     (["submit", "job.yaml"], True, None),        # would prompt: the child cannot read the terminal
+    (["health", "scan", "train.log"], True, "health"),  # reads files only, never the terminal
+    (["health"], False, None),
     (["run", "job.yaml", "--yes"], False, None),  # long-running commands stay in the caller's process
     (["--version"], False, None),
     ([], False, None),
@@ -131,3 +142,74 @@ def test_the_socket_folder_is_private(tmp_path, monkeypatch):
     folder = _warm.folder()
     assert os.stat(folder).st_mode & 0o777 == 0o700
     assert _warm.socket_path() == os.path.join(folder, f"{_warm.key()}.sock")
+
+
+def test_the_warm_process_leaves_its_children_no_converter_to_build_or_module_to_import():
+    """What `status` and `submit` reach for lazily (cattrs, the converter and its hooks for
+    the stored records) is ready in the warm process, so each forked child skips it."""
+    probe = textwrap.dedent("""
+        import sys
+        from runjob_core.warm import server
+        server.preload()
+        from runjob_core.config.converter import converter
+        assert converter.cache_info().currsize == 1, converter.cache_info()
+        before = set(sys.modules)
+        from runjob_core.config import job_from_mapping, job_from_json, job_to_json, record_from_json
+        from runjob_core.models import Submission
+        job = job_from_mapping({"name": "probe", "cluster": "c", "command": "true"}, source="probe")
+        job_from_json(job_to_json(job))
+        record_from_json('{"job_id": "j", "attempt": 1, "backend": "slurm", "cluster": "c", "backend_job_id": "1", '
+                         '"tag": "j-1", "job_dir": "/d", "workdir": "/w", "log_path": "/l", "results_dir": "/r", '
+                         '"checkpoint_dir": "/c", "progress_path": "/p", "submitted_at": 1.0, "source": "s"}', Submission)
+        for name in ("runjob_core.interrupted", "runjob_core.estimator.eta", "runjob_core.cli._plaintable"):
+            assert name in before, name
+        print(sorted(set(sys.modules) - before))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_warm_child_takes_the_plugin_manager_the_warm_process_built(tmp_path):
+    """Registering every plugin cost each command ~20-30 ms (issue 29): the warm process builds
+    the manager once and each child takes it, here with building a new one made impossible."""
+    (tmp_path / "train.log").write_text("{'loss': 1.2}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    probe = textwrap.dedent("""
+        import os, sys
+        from runjob_core import plugins
+        from runjob_core.warm import server
+        prepared = server.preload()
+        def no_new_manager(**kwargs):
+            raise AssertionError("a new plugin manager was built")
+        plugins.get_plugin_manager = no_new_manager
+        for argv in (["status", "--json"], ["health", "scan", "train.log", "--json"]):
+            sys.argv = ["runjob", *argv]
+            pid = os.fork()
+            if pid == 0:
+                os._exit(server._run_command(prepared))
+            print(argv[0], os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "RUNJOB_HOME": str(tmp_path / ".runjob")})
+    assert done.returncode == 0, done.stderr
+    assert "a new plugin manager was built" not in done.stderr, done.stderr
+    codes = re.findall(r"^(status|health) (-?\d+)$", done.stdout, re.M)
+    assert codes == [("status", "0"), ("health", "1")], (done.stdout, done.stderr)  # the OOM: exit 1
+    assert '"label": "cuda_oom"' in done.stdout
+
+
+def test_the_prepared_plugin_manager_is_taken_once_and_only_in_the_environment_it_was_built_for(monkeypatch):
+    from runjob_core import plugins
+
+    monkeypatch.delenv("RUNJOB_DISABLE_PLUGINS", raising=False)
+    prepared = plugins.Prepared()
+    pm = prepared.take()
+    assert pm is not None and pm.has_plugin("runjob_core.defaults")
+    assert prepared.take() is None  # a second context of the same command builds its own
+    other = plugins.Prepared()
+    monkeypatch.setenv("RUNJOB_DISABLE_PLUGINS", "health")  # the child's environment blocks a plugin
+    assert other.take() is None
+    monkeypatch.delenv("RUNJOB_DISABLE_PLUGINS")
+    broken, _infos = plugins.get_plugin_manager()
+    broken.problems = {"x": plugins.PluginInfo("x", None, None, error="failed to load")}
+    assert plugins.Prepared(broken).take() is None  # the child loads it again and says why it failed

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "clusters": ("runjob_core.cli.clusters", "List configured clusters; 'clusters check NAME' tests one."),
     "estimate": ("runjob_core.cli.estimate", "Estimate GPU memory for a model and job kind."),
     "health": ("runjob_core.cli.health", "Run the health checks on log files offline."),
+    "state": ("runjob_core.cli.state", "Where the state is; 'state migrate --to URL' copies it into a shared one."),
     "reference": ("runjob_core.cli.reference", "Benchmark references: list, show, check a job, scaffold a new one."),
 }
 
@@ -111,11 +112,13 @@ def cli() -> None:
     """
 
 
-def main() -> None:
+def main(prepared=None) -> None:
+    """The CLI. *prepared*: a :class:`runjob_core.plugins.Prepared` plugin manager (the warm
+    process's child), which the command's context takes instead of loading every plugin."""
     # paramiko imports `invoke` only to run `Match exec` lines of ssh_config, which runjob
     # never reads; keeping it out saves ~100 ms on every SSH command. Only in the CLI's own
     # process: a library user's later `import invoke` must keep working.
     sys.modules.setdefault("invoke", None)
     # Commands share one SSH connection per cluster through an agent (RUNJOB_SSH_AGENT=0: don't).
     os.environ.setdefault("RUNJOB_SSH_AGENT", "1")
-    sys.exit(cli.main(prog_name="runjob", standalone_mode=True))
+    sys.exit(cli.main(prog_name="runjob", standalone_mode=True, obj=prepared))

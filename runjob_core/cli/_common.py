@@ -56,7 +56,16 @@ def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), cl
     from runjob_core import lifecycle
 
     printer = event_printer(as_json, quiet_kinds=quiet_kinds, events_on_stdout=events_on_stdout)
-    return lifecycle.open_context(clusters_path=clusters, on_event=printer)
+    return lifecycle.open_context(clusters_path=clusters, on_event=printer, pm=prepared_plugins())
+
+
+def prepared_plugins():
+    """The plugin manager the warm process built before forking this command's child
+    (:class:`runjob_core.plugins.Prepared`, passed as the root click context's ``obj``),
+    or None: the command builds its own."""
+    ctx = click.get_current_context(silent=True)
+    prepared = ctx.find_root().obj if ctx is not None else None
+    return prepared.take() if prepared is not None else None
 
 
 def load_job(path: str):

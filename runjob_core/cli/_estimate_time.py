@@ -9,7 +9,8 @@ import click
 
 def time_for(est, model: str, *, kind: str, steps: int | None, grad_accum: int, train_tokens: int | None,
              framework: str, fp8: bool, rows: int | None, input_tokens: int, output_tokens: int,
-             time_limit: str | None, measured: dict[str, Any] | None) -> dict[str, Any]:
+             time_limit: str | None, measured: dict[str, Any] | None,
+             transformers_version: str | None = None) -> dict[str, Any]:
     from runjob_core.config import parse_duration
     from runjob_core.estimator.time_preflight import time_object
 
@@ -34,4 +35,5 @@ def time_for(est, model: str, *, kind: str, steps: int | None, grad_accum: int, 
         elif train_tokens:
             work.update(tokens=train_tokens, counted=f"{train_tokens:,} training tokens")
     return time_object(est, model, work=work, limit_seconds=limit, framework=framework,
-                       precision="fp8" if fp8 else "bf16", grad_accum=grad_accum, measured=measured)
+                       precision="fp8" if fp8 else "bf16", grad_accum=grad_accum, measured=measured,
+                       transformers_version=transformers_version)

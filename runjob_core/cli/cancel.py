@@ -16,14 +16,21 @@ from runjob_core.cli._common import json_option, open_context, print_json
                    "This does NOT stop a job that still runs.")
 @json_option
 def command(jobs: tuple[str, ...], wait: float | None, force: bool, as_json: bool) -> None:
-    """Cancel JOBS (ids or names): ask the backend, then follow each attempt (CANCELLING)
+    """Cancel JOBS (ids or names; a sweep's name cancels its active elements): ask the backend, then follow each attempt (CANCELLING)
     until a poll says it ended. A job that had already ended keeps its own ending."""
     from runjob_core import lifecycle
+    from runjob_core.sweep import _run as _sweeps
 
     context = open_context(as_json)
     results = {}
     try:
         for ref in jobs:
+            sweep = _sweeps.find(context.store, ref)
+            if sweep is not None:  # a sweep: every active element, and no element starts any more
+                from runjob_core.cli import _sweep
+
+                results[sweep.id] = _sweep.cancel(context, sweep, wait=wait, force=force, as_json=as_json)
+                continue
             row = context.store.find_job(ref)
             results[row.id] = lifecycle.cancel(context, row, wait=wait, force=force)
             after = context.store.get_job(row.id)

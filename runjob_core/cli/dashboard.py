@@ -21,9 +21,27 @@ _CANNOT_WRITE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQ
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port for --serve (0: any free one).")
 @click.option("--interval", type=click.FloatRange(0.5), default=5.0, show_default=True,
               help="With --serve: seconds between checks of the state store for changes.")
-def command(out: Path | None, serve: bool, port: int, interval: float) -> None:
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="With --serve: the address to listen on; any but a loopback one needs --token.")
+@click.option("--token", envvar="RUNJOB_DASHBOARD_TOKEN", default=None,
+              help="With --serve: the token every request must carry (?token=TOKEN once, or a Bearer header); "
+                   "also from RUNJOB_DASHBOARD_TOKEN.")
+def command(out: Path | None, serve: bool, port: int, interval: float, host: str, token: str | None) -> None:
     """Build the dashboard: every job, one page per job, GPU-hours by cluster."""
     from runjob_core.reporting import chain, dashboard
+    from runjob_core.reporting.serve import loopback
+
+    if serve and not loopback(host) and not token:
+        from runjob_core.errors import RunjobError
+
+        raise RunjobError(f"--host {host} opens the dashboard (every job of the state) to the network: give --token "
+                          "TOKEN (or RUNJOB_DASHBOARD_TOKEN), or serve on 127.0.0.1 behind a reverse proxy that asks "
+                          "who is there")
+    if token is not None and (len(token) < 16 or not all(c.isalnum() or c in "-_.~" for c in token)):
+        from runjob_core.errors import RunjobError
+
+        raise RunjobError("--token must be at least 16 characters of letters, digits and -_.~: use a long random one "
+                          "(python -c 'import secrets; print(secrets.token_urlsafe())')")
 
     context = open_context(quiet_kinds=("dashboard_synced",))
     try:
@@ -44,7 +62,7 @@ def command(out: Path | None, serve: bool, port: int, interval: float) -> None:
         if serve:
             from runjob_core.reporting.serve import serve as run_server
 
-            run_server(builder, context.store.path, port=port, interval=interval)
+            run_server(builder, context.store, port=port, interval=interval, host=host, token=token)
         else:
             click.echo(Path(built["path"]).resolve().as_uri())
     finally:

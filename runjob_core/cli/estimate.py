@@ -60,6 +60,9 @@ import click
 @click.option("--vllm-version", default=None, metavar="X.Y.Z",
               help="engine vllm: the release (before 0.6.4 the CUDA context counts inside gpu_memory_utilization; "
                    "before 0.8 the profile run is max(max_model_len, 2048) tokens). Default: a current release.")
+@click.option("--fsdp-root", type=click.Choice(["sharded", "embeddings"]), default="sharded", show_default=True,
+              help="--zero-stage 3 over GPUs/offloaded: 'embeddings' when FSDP auto-wraps the decoder layers (HF Trainer/"
+                   "accelerate TRANSFORMER_BASED_WRAP), so the root unit keeps embedding and LM head whole through backward.")
 @click.option("--compile", "torch_compile", is_flag=True, default=False,
               help="Training with a torch.compile'd loss (torchtune compile: True): no fp32 copies of the logits.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Training: optimizer steps (work = steps x global batch x seq len).")
@@ -72,6 +75,9 @@ import click
 @click.option("--rows", type=click.IntRange(min=1), default=None, help="Inference: prompts to generate for.")
 @click.option("--input-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Inference: mean prompt tokens.")
 @click.option("--output-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Inference: mean generated tokens.")
+@click.option("--transformers-version", default=None, metavar="X.Y.Z",
+              help="engine hf: the release (before 4.52, 4.53 for Qwen3-MoE, a MoE layer loops over every expert in "
+                   "Python). Default: a current release.")
 @click.option("--time-limit", default=None, metavar="D-HH:MM:SS", help="Time limit: how many resume segments the work needs.")
 @click.option("--json", "as_json", is_flag=True, default=False, help="Print one JSON object.")
 def command(
@@ -102,6 +108,7 @@ def command(
     optimizer_in_bwd: bool,
     loss: str,
     nf4_backend: str,
+    fsdp_root: str,
     hf_prompt_logits: str,
     vllm_version: str | None,
     torch_compile: bool,
@@ -113,6 +120,7 @@ def command(
     rows: int | None,
     input_tokens: int,
     output_tokens: int,
+    transformers_version: str | None,
     time_limit: str | None,
     as_json: bool,
 ) -> None:
@@ -154,6 +162,7 @@ def command(
         optimizer_in_bwd=optimizer_in_bwd,
         loss=loss,
         nf4_backend=nf4_backend,
+        fsdp_root=fsdp_root,
         hf_prompt_logits=hf_prompt_logits,
         vllm_version=vllm_version,
         torch_compile=torch_compile,
@@ -163,7 +172,7 @@ def command(
 
     time = time_for(est, model, kind=kind, steps=steps, grad_accum=grad_accum, train_tokens=train_tokens,
                     framework=framework, fp8=fp8, rows=rows, input_tokens=input_tokens, output_tokens=output_tokens,
-                    time_limit=time_limit, measured=rate)
+                    time_limit=time_limit, measured=rate, transformers_version=transformers_version)
     if as_json:
         data = est.to_json()
         if seen:

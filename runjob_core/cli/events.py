@@ -40,6 +40,6 @@ def command(job: str | None, kinds: tuple[str, ...], as_json: bool, as_jsonl: bo
                 click.echo(json.dumps(event.to_json(), default=str))
             else:
                 stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.ts))
-                click.echo(f"{stamp} {event.job_id or '-':<14} {event.kind:<14} {event.message}  [{event.source}]")
+                click.echo(f"{stamp} {event.job_id or '-':<14} {event.kind:<14} {event.message}  [{event.source}]" + (f" {event.who}" if event.who else ""))
     finally:
         context.close()

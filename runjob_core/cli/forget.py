@@ -18,7 +18,7 @@ def command(jobs: tuple[str, ...], as_json: bool) -> None:
     from runjob_core.store import Store, state_dir
 
     # No plugins and no clusters.yaml: forget must work when those are what is broken.
-    store = Store(state_dir() / "state.db")
+    store = Store.open_default()
     context = lifecycle.RunContext(store=store, pm=None, clusters={}, state_dir=state_dir(), on_event=None)
     results = {}
     try:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from runjob_core.cli._common import print_json, print_table
+from runjob_core.cli._common import prepared_plugins, print_json, print_table
 
 
 @click.group("health")
@@ -24,7 +24,7 @@ def scan(files: tuple[str, ...], max_tokens: int | None, as_json: bool) -> None:
     from runjob_core.context import offline_context
     from runjob_core.monitor.scan import scan_file
 
-    context = offline_context()
+    context = offline_context(prepared_plugins())
     try:
         if not context.pm.hook.runjob_check_health.get_hookimpls():
             raise click.ClickException("no health checker is installed: pip install runjob-health")

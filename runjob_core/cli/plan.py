@@ -11,11 +11,22 @@ from runjob_core.cli._common import json_option, load_job, open_context, print_j
 
 @click.command("plan")
 @click.argument("job_file", type=click.Path(dir_okay=False))
+@click.option("--yes-large", is_flag=True, help="A sweep: allow more than 10,000 elements.")
 @json_option
-def command(job_file: str, as_json: bool) -> None:
-    """Load JOB_FILE, run the pre-flight checks, render the script and show the review."""
+def command(job_file: str, yes_large: bool, as_json: bool) -> None:
+    """Load JOB_FILE, run the pre-flight checks, render the script and show the review.
+    A sweep shows its element table and pre-flight once per resource shape."""
     from runjob_core import config, lifecycle
+    from runjob_core.cli import _sweep
 
+    if _sweep.is_sweep_file(job_file):
+        sweep = _sweep.load(job_file, yes_large)
+        context = open_context(as_json)
+        try:
+            _sweep.plan(context, sweep, as_json)
+        finally:
+            context.close()
+        return
     job = load_job(job_file)
     context = open_context(as_json)
     try:

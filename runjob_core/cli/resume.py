@@ -11,14 +11,23 @@ from runjob_core.cli._common import json_option, open_context, print_json
 @click.argument("job")
 @click.option("-y", "--yes", is_flag=True, help="Resubmit without asking.")
 @click.option("--force", is_flag=True, help="Run the workdir as it is now, even if it changed since the job started.")
+@click.option("--interval", type=float, default=0.5, show_default=True, help="A sweep: shortest seconds between polls.")
 @json_option
-def command(job: str, yes: bool, force: bool, as_json: bool) -> None:
-    """Resubmit JOB (same spec, attempt n+1) from where it stopped."""
+def command(job: str, yes: bool, force: bool, interval: float, as_json: bool) -> None:
+    """Resubmit JOB (same spec, attempt n+1) from where it stopped. A sweep's name resubmits
+    only its unfinished elements and follows them to the end (exit 0 when all completed)."""
     from runjob_core import interrupted, resume
     from runjob_core.errors import RefusedError
+    from runjob_core.sweep import _run as _sweeps
 
     context = open_context(as_json)
     try:
+        sweep = _sweeps.find(context.store, job)
+        if sweep is not None:
+            from runjob_core.cli import _sweep
+
+            _sweep.resume(context, sweep, yes=yes, interval=interval, as_json=as_json)
+            return
         row = context.store.find_job(job)
         if interrupted.stuck(context, row) is not None:
             # Interrupted while submitting: the same attempt, reattached by its tag or submitted now.

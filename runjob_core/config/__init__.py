@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from runjob_core.config._describe import describe_value  # noqa: F401 - re-exported: references use it
 from runjob_core.errors import ConfigError
 from runjob_core.models import JOB_NAME_RE, ClusterConfig, JobSpec
 
@@ -30,14 +31,6 @@ CLUSTER_FILE = "clusters.yaml"
 #: Folders searched for clusters.yaml, in order (the seed skill kept it in .raca/).
 PROJECT_DIRS = (".runjob", ".raca")
 TEMPLATES = ("base", "training", "vllm")
-
-
-def describe_value(value: Any) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, (dict, list)):
-        return f"a {type(value).__name__}"
-    return repr(value)
 
 
 def structure(raw: Any, cls: type[T], *, source: str, path: str = "$") -> T:
@@ -330,6 +323,9 @@ def job_from_mapping(raw: Any, *, source: str, base_dir: str = ".") -> JobSpec:
         for internal in ("source", "base_dir"):
             if internal in raw:
                 raise ConfigError(source, [f"unknown key '{internal}' at $ in {source}"])
+        if "sweep" in raw:
+            raise ConfigError(source, [f"{source} is a sweep (a 'sweep:' key at $): runjob plan, submit and run take it "
+                                       "whole; status, report, cancel and resume take the sweep's name"])
         from runjob_core.config import guard as _input_guard
         leaked = _input_guard.token_problems(raw, source)
         if leaked:

@@ -18,7 +18,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
-from runjob_core.config import describe_value
+from runjob_core.config._describe import describe_value
 from runjob_core.errors import ConfigError
 
 T = TypeVar("T")

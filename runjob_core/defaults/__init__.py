@@ -6,11 +6,10 @@ import json
 import re
 
 import attrs
-import pluggy
 
 from runjob_core.models import Estimate, Rendered, ResumePlan
 
-hookimpl = pluggy.HookimplMarker("runjob")
+from runjob_core import hookimpl  # the one marker (runjob_core.__init__)
 SOURCE = "runjob-core"
 
 

@@ -17,11 +17,10 @@ invocation; ``runjob_core.defaults`` passes it to the estimator as ``max_model_l
 
 from __future__ import annotations
 
-import pluggy
 
 from runjob_core.models import Estimate
 
-hookimpl = pluggy.HookimplMarker("runjob")
+from runjob_core import hookimpl  # the one marker (runjob_core.__init__)
 SOURCE = "runjob-core"
 RULE = "never truncate output: use the model's full supported max_tokens / max_model_len"
 

@@ -14,13 +14,12 @@ Collect: the rate the job printed becomes a ``throughput`` artifact
 
 from __future__ import annotations
 
-import pluggy
 
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.errors import RunjobError
 from runjob_core.models import Estimate
 
-hookimpl = pluggy.HookimplMarker("runjob")
+from runjob_core import hookimpl  # the one marker (runjob_core.__init__)
 SOURCE = "runjob-core"
 #: params keys read as the job's number of samples (rows) to process.
 SAMPLE_KEYS = ("num_samples", "samples", "n_samples_total", "rows")

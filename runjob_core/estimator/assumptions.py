@@ -84,9 +84,19 @@ def _training(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
              2: "optimizer states and gradients sharded, weights replicated (ZeRO-2 / FSDP SHARD_GRAD_OP)",
              3: "weights, gradients and optimizer states sharded (ZeRO-3 / FSDP FULL_SHARD)"}[stage]
     lines.append(f"{n} GPU(s): {shard}" if n > 1 else "1 GPU: no sharding")
+    if stage >= 3 and (n > 1 or kw["cpu_offload"]):
+        lines.append(f"ZeRO-3/FSDP: two layers' weights whole at a time (the one computed and the prefetched next): "
+                     f"{est.breakdown.get('zero3_gather_gib', 0.0):.2f} GiB")
+        root = est.breakdown.get("fsdp_root_gib", 0.0)
+        lines.append(f"FSDP root unit (embedding, final norm, LM head) kept whole from forward to the end of backward: "
+                     f"{root:.2f} GiB (fsdp_root embeddings)" if root else
+                     "embedding and LM head gathered like any layer (DeepSpeed ZeRO-3, or FSDP units of their own; "
+                     "set fsdp_root embeddings when FSDP auto-wraps only the decoder layers)")
     if kw["cpu_offload"]:
         lines.append("CPU offload: optimizer states, master weights and reduced gradients on the host"
-                     + (", weights too (only the gathered layers on the GPU)" if stage >= 3 else ""))
+                     + (", weights too (only the gathered layers on the GPU)" if stage >= 3 else "")
+                     + f"; the GPU keeps about one layer's gradients before they go ({est.gradients_gib:.2f} GiB); "
+                       "the optimizer steps on the CPU")
     lines.extend(_zero_buffers(kind, est, kw))
     if kind == "full_ft":
         precision = "pure 16-bit (no fp32 master copy)" if not kw["master_weights"] and kw["dtype"] != "fp32" else (
@@ -98,8 +108,11 @@ def _training(ctx: Any, kind: str, est: Any, kw: dict[str, Any]) -> list[str]:
                  else "frozen layers keep no input")
         lines.append(f"{base}; {keeps}; rank-{kw['lora_rank']} adapters in {kw['lora_dtype']}")
     opt = f"optimizer {kw['optimizer']}"
-    if kw["optimizer_in_bwd"]:
-        opt += "; stepped inside backward (optimizer_in_bwd): no whole-model gradient buffer"
+    if kw["optimizer_in_bwd"] and kind == "full_ft":
+        opt += (f"; stepped inside backward (optimizer_in_bwd): no whole-model gradient buffer, only the largest "
+                f"parameter's gradient is whole at once ({est.gradients_gib:.2f} GiB)")
+    elif kw["optimizer_in_bwd"]:
+        opt += "; stepped inside backward (optimizer_in_bwd): the adapters' gradients are counted whole (an upper bound)"
     lines.append(opt)
     lines.append(f"overheads: CUDA context {est.breakdown.get('cuda_context_gib', 0.5):.2f} GiB "
                  "+ 5% caching-allocator slack on top of torch's peak")

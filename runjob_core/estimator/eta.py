@@ -43,12 +43,16 @@ def progress_points(store, job_id: str, attempt: int, unit: str) -> list[tuple[f
     return sorted(points, key=lambda p: (p[1], p[0]))
 
 
-def eta_for(store, row, now: float, *, total_hint: int | None = None) -> dict[str, Any] | None:
-    """:func:`eta_of` for a stored job, with its progress history."""
-    spec, attempts = row.spec, store.attempts(row.id)
-    if not attempts or attempts[-1].ended_at is not None:
+def eta_for(store, row, now: float, *, total_hint: int | None = None, attempts: list | None = None) -> dict[str, Any] | None:
+    """:func:`eta_of` for a stored job, with its progress history. *attempts*: the job's
+    attempts when the caller read them already."""
+    attempts = store.attempts(row.id) if attempts is None else attempts
+    if not attempts or attempts[-1].ended_at is not None or not attempts[-1].started_at:
+        return None  # no ETA before the attempt starts (eta_of): no spec to parse, no history to read
+    spec = row.spec
+    total, unit = _total(spec)
+    if total is None and not total_hint:
         return None
-    unit = _total(spec)[1]
     return eta_of(spec, attempts, now, total_hint=total_hint,
                   points=progress_points(store, row.id, attempts[-1].n, unit))
 

@@ -135,7 +135,8 @@ def estimate_args(job, cluster) -> tuple[str, str, str, dict[str, Any]] | None:
         "torch_compile": bool(_bool(job, "compile")),
     }
     for key, allowed in (("loss", ("standard", "chunked", "fused")), ("nf4_backend", ("bnb", "torchao")),
-                         ("hf_prompt_logits", ("last", "all"))):
+                         ("hf_prompt_logits", ("last", "all")),
+                         ("fsdp_root", ("sharded", "embeddings"))):
         value = _str(job, key)
         if value is not None:
             if value not in allowed:

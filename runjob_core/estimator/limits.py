@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runjob_core.estimator.gpus import GPUSpec
+from runjob_core.estimator.training import training
 
 #: The search stops here (4M tokens): beyond any context a model is trained on today.
 LONGEST_SEARCHED = 1 << 22
@@ -18,8 +19,6 @@ LONGEST_SEARCHED = 1 << 22
 
 def max_seq_len_that_fits(ctx: Any, kind: str, g: GPUSpec, kw: dict[str, Any]) -> int:
     """Largest ``seq_len`` (at the job's micro-batch) whose training estimate fits, 0 if none."""
-    from runjob_core.estimator.training import training
-
     def fits(seq_len: int) -> bool:
         trial = dict(kw, seq_len=seq_len, suggest=False)
         return training(ctx, kind, g, **trial).fits

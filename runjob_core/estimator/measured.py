@@ -62,7 +62,7 @@ def maxrss_bytes(text: str | None) -> int | None:
 #: Settings added after measured runs were first recorded, with the value every earlier run
 #: had: left out of the key at that value, so those runs keep matching their estimates.
 _LATER_SETTINGS = {"optimizer_in_bwd": False, "loss": "standard", "nf4_backend": "bnb", "hf_prompt_logits": "last",
-                   "torch_compile": False, "vllm_version": None}
+                   "torch_compile": False, "vllm_version": None, "fsdp_root": "sharded"}
 
 
 def key_of(est) -> str:

@@ -20,7 +20,7 @@ from runjob_core.estimator.gpu_peaks import peaks_for
 
 def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float | None = None,
                 framework: str = "hf", precision: str = "bf16", grad_accum: int = 1, nodes: int = 1,
-                measured: dict[str, Any] | None = None) -> dict[str, Any]:
+                measured: dict[str, Any] | None = None, transformers_version: str | None = None) -> dict[str, Any]:
     """The ``time`` object of memory estimate *est* of *model* for *work* (see :mod:`time_job`)."""
     from runjob_core.estimator.arch import arch_from_config
     from runjob_core.estimator.resolve import resolve_model
@@ -33,7 +33,8 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
         rate = timing.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
                                      output_tokens=work.get("output_tokens", 512.0), batch=int(s.get("concurrency") or 1),
                                      rows=work.get("rows"), max_num_seqs=int(s.get("max_num_seqs") or 256),
-                                     longest_output_tokens=work.get("longest_output_tokens"))
+                                     longest_output_tokens=work.get("longest_output_tokens"),
+                                     transformers_version=transformers_version)
     else:
         rate = timing.training_rate(est, arch, peaks, kind=est.kind, seq_len=int(s.get("seq_len") or 2048),
                                     micro_batch=int(s.get("batch") or 1), grad_accum=grad_accum, framework=framework,
@@ -90,5 +91,11 @@ def time_for_job(job, cluster, store) -> dict[str, Any] | None:
     limit = float(parse_duration(job.resources.time)) if job.resources.time else None
     seen = rates.lookup(store, est) if store is not None else None
     grad_accum = time_job.positive(job, "gradient_accumulation_steps", "grad_accum") or 1
+    version = job.params.get("transformers_version")
+    if version is not None and not (isinstance(version, str) and version[:1].isdigit()):
+        from runjob_core.errors import RunjobError
+
+        raise RunjobError(f"invalid {version!r} at $.params.transformers_version in {job.source}: use a version "
+                          "string such as '4.51.3'")
     return time_object(est, model, work=work, limit_seconds=limit, framework=framework, precision=precision,
-                       grad_accum=grad_accum, nodes=job.resources.nodes, measured=seen)
+                       grad_accum=grad_accum, nodes=job.resources.nodes, measured=seen, transformers_version=version)

@@ -21,19 +21,15 @@ from runjob_core.estimator.arch import (
     lora_modules,
 )
 from runjob_core.estimator.gpus import GIB, GPUSpec
-from runjob_core.estimator.memory import (
+from runjob_core.estimator.constants import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_GIB,
     DTYPE_BYTES,
     LORA_DTYPES,
     OPTIMIZER_ALIASES,
     OPTIMIZERS,
-    MemoryEstimate,
-    _Ctx,
-    _gib,
-    _settings,
-    nf4_weight_bytes,
 )
+from runjob_core.estimator.record import Ctx, MemoryEstimate, gib, nf4_weight_bytes, settings_of
 from runjob_core.estimator.zero_buffers import master_step_bytes, reduce_bucket_bytes
 
 
@@ -89,7 +85,29 @@ def _layer_params(a: Arch, counts: dict[str, int]) -> float:
     return body / max(1, a.layers)
 
 
-def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
+def fsdp_root_bytes(a: Arch, counts: dict[str, int], kind: str, act_b: float, kw: dict[str, Any]) -> float:
+    """What FSDP's root unit keeps whole on every GPU from its forward to the end of backward.
+
+    FSDP does not reshard the root after forward (FSDP1 ``_post_forward_reshard``: "Do not
+    free the root's parameters in the post-forward for FULL_SHARD with the intention that
+    they are immediately used for backward"; FSDP2 ``fully_shard``: the root state's
+    ``reshard_after_forward`` is "specially set to False"). Under an auto-wrap of the decoder
+    layers (HF Trainer / accelerate TRANSFORMER_BASED_WRAP, Answer.AI's fsdp_qlora, torchtune
+    without ``custom_sharded_layers``) the root holds the embedding, final norm and LM head,
+    unsharded in the compute dtype (never quantized). A full fine-tune also holds the LM
+    head's gradient, the first one backward produces, until the root's post-backward
+    reduce-scatter at the end. ``sharded`` (DeepSpeed ZeRO-3, or the embedding and LM head
+    wrapped as their own units): nothing beyond the gathered layers.
+    """
+    if kw["fsdp_root"] != "embeddings":
+        return 0.0
+    head = counts["lm_head"] or counts["embedding"]  # tied: one tensor, used twice
+    params = counts["embedding"] + counts["lm_head"] + a.hidden
+    grad = head if kind == "full_ft" else 0
+    return (params + grad) * act_b
+
+
+def training(ctx: Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
     a, counts = ctx.arch, ctx.counts
     dtype = kw["dtype"]
     notes: list[str] = []
@@ -209,6 +227,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         # ZeRO-3/FSDP all-gathers a layer's weights (and prefetches the next one)
         per_layer_w = _layer_params(a, counts) * (0.55 if kind == "qlora" else DTYPE_BYTES.get(dtype, 2))
         gather = 2 * per_layer_w
+    root = fsdp_root_bytes(a, counts, kind, act_b, kw) if stage >= 3 and (n > 1 or offload) else 0.0
     paged_bytes = 0.0
     if paged:
         paged_bytes, opt = opt, 0.0
@@ -227,7 +246,7 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
             offloaded += weights
             weights = 0.0
     states = weights + grads + opt
-    torch_peak = states + max(activations + bucket, step_temp) + gather
+    torch_peak = states + max(activations + bucket + root, step_temp) + gather
     overhead = CUDA_CONTEXT_GIB * GIB + ALLOCATOR_SLACK * torch_peak
     total = torch_peak + overhead
     vram = g.total_bytes
@@ -244,44 +263,45 @@ def training(ctx: _Ctx, kind: str, g: GPUSpec, **kw: Any) -> MemoryEstimate:
         model_source=ctx.resolved.source,
         kind=kind,
         gpu=g.name,
-        gpu_vram_gib=_gib(vram),
+        gpu_vram_gib=gib(vram),
         num_gpus=n,
         tp=1,
         dtype=dtype,
         params_total=psi,
         params_active=counts["active"],
         params_trainable=trainable,
-        weights_gib=_gib(weights),
+        weights_gib=gib(weights),
         kv_bytes_per_token=kv_bytes_per_token(a, 2.0, 1),
         kv_cache_gib=0.0,
         kv_capacity_tokens=0,
         max_model_len=None,
         max_concurrency=0.0,
-        optimizer_gib=_gib(opt),
-        gradients_gib=_gib(grads),
-        activations_gib=_gib(activations),
-        model_states_gib=_gib(states),
-        overhead_gib=_gib(overhead),
-        torch_peak_gib=_gib(torch_peak),
-        total_gib=_gib(total),
+        optimizer_gib=gib(opt),
+        gradients_gib=gib(grads),
+        activations_gib=gib(activations),
+        model_states_gib=gib(states),
+        overhead_gib=gib(overhead),
+        torch_peak_gib=gib(torch_peak),
+        total_gib=gib(total),
         fits=fits,
-        headroom_gib=_gib(vram - total),
+        headroom_gib=gib(vram - total),
         engine="torch",
-        reserved_gib=_gib(torch_peak * (1 + ALLOCATOR_SLACK)),
-        offloaded_gib=_gib(offloaded),
-        paged_gib=_gib(paged_bytes),
+        reserved_gib=gib(torch_peak * (1 + ALLOCATOR_SLACK)),
+        offloaded_gib=gib(offloaded),
+        paged_gib=gib(paged_bytes),
         notes=tuple(notes),
         breakdown={
-            "activations_layers_gib": _gib(layers_act),
-            "activations_logits_gib": _gib(logits),
+            "activations_layers_gib": gib(layers_act),
+            "activations_logits_gib": gib(logits),
             "activation_bytes_per_token_layer": per_layer,
-            "optimizer_step_temporaries_gib": _gib(step_temp),
-            "zero3_gather_gib": _gib(gather),
-            "reduce_bucket_gib": _gib(bucket),
+            "optimizer_step_temporaries_gib": gib(step_temp),
+            "zero3_gather_gib": gib(gather),
+            "fsdp_root_gib": gib(root),
+            "reduce_bucket_gib": gib(bucket),
             "cuda_context_gib": CUDA_CONTEXT_GIB,
             "lora_params": lora_params,
             "tokens_per_gpu": tokens,
-            "total_all_gpus_gib": _gib(total) * n,  # every data-parallel rank holds the same
+            "total_all_gpus_gib": gib(total) * n,  # every data-parallel rank holds the same
         },
-        settings=_settings(kw, num_gpus=n),
+        settings=settings_of(kw, num_gpus=n),
     )

@@ -15,7 +15,7 @@ profile run used, but *what it counts* as used changed twice:
 * **vLLM 0.6.4 and later** (PR #10511 "overhaul memory profiling", then V1's
   ``determine_available_memory``): the baseline is taken when the worker starts, after the
   CUDA context exists, so the context sits *outside* the budget, in the
-  ``1 - gpu_memory_utilization`` slack (what :func:`runjob_core.estimator.memory._inference`
+  ``1 - gpu_memory_utilization`` slack (what :func:`runjob_core.estimator.vllm_memory.vllm_inference`
   models by default).
 
 The profile run's size changed too: V0 without chunked prefill profiles
@@ -42,7 +42,7 @@ V0_MIN_BATCHED_TOKENS = 2048
 #: CUDA context, cuBLAS/cuDNN handles and workspaces. vllm#10517 logs it directly on an
 #: RTX 3090: "Loading model weights took 14.9888 GB" and "initial_memory_usage=15.34GiB ...
 #: non_torch_memory=0.35GiB" (Llama-3.1-8B, one GPU): 0.35 GiB in all. With tensor
-#: parallelism NCCL and the custom all-reduce buffers come on top (memory.NON_TORCH_GIB_TP
+#: parallelism NCCL and the custom all-reduce buffers come on top (constants.NON_TORCH_GIB_TP
 #: minus NON_TORCH_GIB_TP1).
 V0_DEVICE_NON_TORCH_GIB_TP1 = 0.35
 

@@ -98,12 +98,20 @@ def _idle_since_stored(context, attempt, index: int) -> float | None:
     return since
 
 
+#: Only the GPU series, by name (the metrics index answers): a job's loss history can be long.
+_GPU_SERIES = tuple(f"gpu{i}.{kind}" for i in range(MAX_GPUS_PER_NODE) for kind in ("util", "mem_mib"))
+#: Attempt states whose telemetry ``runjob status`` shows.
+_SHOWN = ("RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "LOST", "PREEMPTED", "NODE_FAIL")
+
+
 def latest(store, job_id: str, attempt: int) -> dict[str, Any] | None:
     """The newest sample of each GPU of *attempt*: ``{"gpus": [{index, util, mem_mib}], "at": ts}``."""
+    return _latest(store.metrics(job_id, series=_GPU_SERIES), attempt)
+
+
+def _latest(points, attempt: int) -> dict[str, Any] | None:
     found: dict[int, dict[str, Any]] = {}
-    # Only the GPU series, by name (the metrics index answers): a job's loss history can be long.
-    names = tuple(f"gpu{i}.{kind}" for i in range(MAX_GPUS_PER_NODE) for kind in ("util", "mem_mib"))
-    for n, series, _step, ts, value in store.metrics(job_id, series=names):
+    for n, series, _step, ts, value in points:
         if n != attempt or not series.startswith("gpu") or "." not in series:
             continue
         head, name = series.split(".", 1)
@@ -159,14 +167,27 @@ def usage(metrics: list[tuple]) -> dict[str, Any] | None:
 def for_status(store, job_id: str, attempt) -> dict[str, Any]:
     """What ``runjob status`` shows of an attempt's GPUs: the ones a local backend gave it
     (its ``gpus`` event) and the newest telemetry of each."""
-    out: dict[str, Any] = {}
-    given = [e for e in store.events(job_id, kinds=("gpus",)) if e.attempt == attempt.n]
-    if given:
-        out["gpus"] = given[-1].data.get("gpus")
-    if attempt.state in ("RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "LOST", "PREEMPTED", "NODE_FAIL"):
-        now = latest(store, job_id, attempt.n)
-        if now:
-            out["gpu_telemetry"] = now
+    return for_statuses(store, {job_id: [attempt]})[(job_id, attempt.n)]
+
+
+def for_statuses(store, attempts: dict[str, list]) -> dict[tuple[str, int], dict[str, Any]]:
+    """:func:`for_status` of every attempt of *attempts* (job id -> its attempts), in two queries
+    per 500 jobs whatever their number (a shared state answers each query over the network)."""
+    given = store.events_of(list(attempts), kinds=("gpus",))
+    shown = [job_id for job_id, rows in attempts.items() if any(a.state in _SHOWN for a in rows)]
+    points = store.metrics_of(shown, series=_GPU_SERIES) if shown else {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for job_id, rows in attempts.items():
+        for attempt in rows:
+            info: dict[str, Any] = {}
+            mine = [e for e in given.get(job_id, []) if e.attempt == attempt.n]
+            if mine:
+                info["gpus"] = mine[-1].data.get("gpus")
+            if attempt.state in _SHOWN:
+                now = _latest(points.get(job_id, []), attempt.n)
+                if now:
+                    info["gpu_telemetry"] = now
+            out[(job_id, attempt.n)] = info
     return out
 
 

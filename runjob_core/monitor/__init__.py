@@ -25,7 +25,7 @@ from runjob_core.monitor import push as _watch
 
 from runjob_core.gpu import telemetry as gpu_telemetry
 from runjob_core.context import RunContext
-from runjob_core.store.faults import StoreError, StoreFullError
+from runjob_core.store.faults import StoreError, StoreTransientError
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.reporting import history as metrics_history
 from runjob_core.models import (
@@ -325,7 +325,7 @@ def _observe(context: RunContext, cluster, row: JobHead, attempt: AttemptRow, su
     if window or changed or status.terminal or status.state == RUNNING:
         caller = context.hook("runjob_check_health", cluster.type)
         kwargs = {"job": _spec(context, attempt.job_id), "submission": submission, "status": status, "window": window,
-                  "progress": progress, "context": context}
+                  "progress": progress, "cluster": cluster, "context": context}
         # A checker that breaks is named once per attempt; monitoring and the other checkers go on.
         findings = plugins.flatten(plugins.call_each(caller, kwargs, on_error=_health_failed(context, attempt)))
     # What this cycle learnt lands in one transaction: a full disk mid-way records none of it,
@@ -515,7 +515,8 @@ def _maybe_resume(context: RunContext, row, attempt: AttemptRow, status: JobStat
         return
     try:
         plan = _plugin_errors.call_first(context, context.hook("runjob_resume", row.backend),
-                                         {"job": job, "submission": latest.submission, "status": status, "context": context},
+                                         {"job": job, "submission": latest.submission, "status": status,
+                                          "cluster": lifecycle.job_cluster(context, row), "context": context},
                                          hook="runjob_resume", blame=row.backend, job_id=row.id, attempt=attempt.n)
     except _plugin_errors.PluginError as exc:
         context.event(row.id, "resume_failed", str(exc), attempt=attempt.n, quiet=True)
@@ -564,11 +565,14 @@ def _maybe_retry(context: RunContext, row, attempt: AttemptRow, status: JobStatu
         return
     latest = context.store.attempt(row.id, attempt.n)
     plan = context.hook("runjob_resume", row.backend)(job=row.spec, submission=_submission(context, latest), status=status,
-                                                      context=context)
+                                                      cluster=lifecycle.job_cluster(context, row), context=context)
+    # A backend that cannot resume (None) still gets the retry, from the job's start: the
+    # failure was transient, not the checkpoint's.
+    checkpoint = plan.checkpoint if plan is not None else None
     context.event(row.id, "resuming", f"Job failed with a transient error ({labels}). Retrying from "
-                  f"{plan.checkpoint or 'its results so far'}.", attempt=attempt.n)
+                  f"{checkpoint or 'its results so far'}.", attempt=attempt.n)
     try:
-        lifecycle.resubmit(context, row, resume_from=plan.checkpoint if plan else None, resume_env=dict(plan.env) if plan else {},
+        lifecycle.resubmit(context, row, resume_from=checkpoint, resume_env=dict(plan.env) if plan is not None else {},
                            after=attempt.n)
     except RunjobError as exc:
         context.event(row.id, "resume_failed", f"resubmission failed: {exc}", attempt=attempt.n)
@@ -599,9 +603,12 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
     Between full polls the monitor sleeps in :func:`_watch.wait_for_wakeup`: the push path
     wakes it for the jobs whose markers or logs changed. While a watcher is alive the full
     poll backs off to *max_interval* unless a state changed; without one, it backs off
-    only while nothing changed, as it always did. A full store (disk) is a pause, not an end.
+    only while nothing changed, as it always did. A full store (disk) or an unreachable one
+    (a PostgreSQL state's server restarting, a network cut) is a pause, not an end: the cycle
+    runs again after a wait that doubles up to *max_interval*.
     """
     interval = min_interval
+    pause = min_interval
     woken: dict[str, set[str]] | None = None
     next_full = 0.0
     if not once:
@@ -611,12 +618,14 @@ def watch(context: RunContext, job_ids: list[str], *, once: bool = False, min_in
             full = woken is None
             try:
                 result = cycle(context, job_ids, woken=woken, keep_leases=True)
-            except StoreFullError as exc:
+            except StoreTransientError as exc:
                 # Transient: the cycle's writes were rolled back whole; the same cycle runs again.
-                _warn(context, f"{exc}; retrying in {max_interval:.0f} s")
-                time.sleep(max_interval)
+                pause = min(max(pause * 2, 1.0), max_interval)
+                _warn(context, f"{exc}; retrying in {pause:.0f} s")
+                time.sleep(pause)
                 woken = None
                 continue
+            pause = min_interval
             if on_cycle is not None:
                 on_cycle(result)
             if once or (job_ids and result.finished >= set(job_ids)):

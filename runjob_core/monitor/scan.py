@@ -2,9 +2,10 @@
 ``runjob_check_health``, exactly as the monitor feeds a running job's log.
 
 The file is one *scan* submission (``backend == "scan"``): its windows are the file's
-complete lines, in chunks, while its status is ``RUNNING``-free ``PENDING`` (no stall or
-disk checks: there is no live job); a last call with an empty window and a ``COMPLETED``
-status lets streaming checkers decide what was still open (a traceback at the end).
+complete lines (``\r`` ends one too), in chunks, while its status is ``RUNNING``-free
+``PENDING`` (no stall or disk checks: there is no live job); a last call with an empty
+window and a ``COMPLETED`` status lets streaming checkers decide what was still open (a
+traceback at the end).
 """
 
 from __future__ import annotations
@@ -59,10 +60,21 @@ def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: 
 
     def call(window: str, status: JobStatus) -> None:
         kwargs = {"job": job, "submission": submission, "status": status, "window": window, "progress": None,
-                  "context": context}
+                  "cluster": None, "context": context}
         found.extend(plugins.flatten(plugins.call_each(caller, kwargs, on_error=failed)))
 
     waiting = JobStatus(state=PENDING, source=SOURCE)
+    for window in _windows(path):
+        call(window, waiting)
+    call("", JobStatus(state=COMPLETED, source=SOURCE, reason="end of file"))
+    return found
+
+
+def _windows(path: str | Path):
+    """The file as the monitor reads a log: windows of complete lines, ``\r`` ending a line
+    as ``\n`` does (a progress bar redraws one line for hours); a line longer than a window
+    is passed on in window-sized pieces, each ended as a line, so that what is held stays
+    under two windows whatever the line length."""
     with open(path, "rb") as handle:
         rest = b""
         while True:
@@ -70,11 +82,13 @@ def scan_file(context, path: str | Path, *, max_tokens: int | None = None, job: 
             if not chunk:
                 break
             data = rest + chunk
-            cut = data.rfind(b"\n") + 1
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            if len(data) - cut >= CHUNK_BYTES:
+                yield data.decode("utf-8", "replace") + "\n"
+                rest = b""
+                continue
             rest = data[cut:]
             if cut:
-                call(data[:cut].decode("utf-8", "replace"), waiting)
+                yield data[:cut].decode("utf-8", "replace")
         if rest:
-            call(rest.decode("utf-8", "replace"), waiting)
-    call("", JobStatus(state=COMPLETED, source=SOURCE, reason="end of file"))
-    return found
+            yield rest.decode("utf-8", "replace")

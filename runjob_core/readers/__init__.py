@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pluggy
 
 from runjob_core.models import ResultsTable
 
-hookimpl = pluggy.HookimplMarker("runjob")
+from runjob_core import hookimpl  # the one marker (runjob_core.__init__)
 #: The reader's rows as JSONL, written at collect beside the harness's own files.
 ROWS_FILE = "runjob_rows.jsonl"
 

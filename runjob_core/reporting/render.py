@@ -23,6 +23,13 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     """(what, value) lines of the results summary, shared by every rendering."""
     r = report["results"]
     rows = [("rows", f"{r['rows']} in {r['folder']}" if r["folder"] else "none: nothing was collected for this job")]
+    where = r.get("collected_on")
+    if where and not r["folder"]:  # collected by a member on another host, out of this host's reach
+        rows[0] = ("rows", f"none here: collected on {where['host']}:{where['path']}" + (f" by {where['who']}" if where["who"]
+                   else "") + f"; `runjob collect {report['job']['id']}` fetches them here")
+    elif where and r["folder"] == where["path"]:
+        rows[0] = ("rows", f"{r['rows']} in {where['host']}:{where['path']}" + (f" (collected by {where['who']})"
+                   if where["who"] else ""))
     ran = {c["attempt"]: c for c in report.get("code") or []}  # the last record of each attempt
     if ran:
         hashes = list(dict.fromkeys(c["hash"] for c in ran.values()))

@@ -44,6 +44,9 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     max_tokens = spec.model.max_tokens if spec else None
     # Only what was collected for this job: a namesake's results are never this job's rows.
     dest = results_dir or _results_folder.folder_of(results_folder(row), row.id)
+    elsewhere = None if dest is not None else _collected_elsewhere(row, events)
+    if dest is None and elsewhere is not None and elsewhere["reachable"]:
+        dest = Path(elsewhere["path"])  # another host's folder this host sees (the same machine, a shared filesystem)
     if dest is None:
         summary, samples = results_mod.summarise([], max_tokens=max_tokens), []
         summary.update(folder=None, files=[], unparsable_lines=0)
@@ -51,6 +54,8 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
         summary, samples = results_summary(dest, max_tokens, cache, job=spec, hook=hook)
     latest = attempts[-1] if attempts else None
     state = latest.state if latest else row.state
+    if elsewhere is not None:
+        summary["collected_on"] = elsewhere  # where a member collected them (shown when not read from here)
     report: dict[str, Any] = {
         "job": {"id": row.id, "name": row.name, "kind": row.kind, "cluster": row.cluster, "backend": row.backend,
                 "state": state, "outcome": row.outcome, "spec_hash": row.spec_hash, "spec_path": row.spec_path,
@@ -166,6 +171,11 @@ def _attempts(attempts, events) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ resources
+
+
+def usage(store, row, *, clusters: dict, now: float | None = None) -> dict[str, Any]:
+    """GPU-hours and cost of *row* (the report's ``resources``), without the rest of the report."""
+    return _resources(store, row, _spec(row), store.attempts(row.id), clusters, time.time() if now is None else now)
 
 
 def _resources(store, row, spec, attempts, clusters, now: float) -> dict[str, Any]:
@@ -385,6 +395,17 @@ def _go_no_go(state, anomalies, summary) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ closing line and next steps
+
+
+def _collected_elsewhere(row, events) -> dict[str, Any] | None:
+    """Where the last collect of *row* put its results, when that was not this folder (a state shared
+    by a team: another member's host): {host, path, who, reachable}; None when nothing says."""
+    last = next((e for e in reversed(events) if e.kind == "collected" and e.data.get("path")), None)
+    if last is None:
+        return None
+    path = last.data["path"]
+    reachable = _results_folder.folder_of(Path(path), row.id) is not None
+    return {"host": last.data.get("host"), "path": path, "who": last.who, "reachable": reachable}
 
 
 def _closing(row, spec, state, events, artifacts) -> dict[str, Any]:

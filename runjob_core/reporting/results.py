@@ -82,6 +82,15 @@ def _round(x: float) -> float:
     return round(x, 6)
 
 
+def score_fields(rows: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """(score field, category field) of *rows*, picked as :func:`summarise` picks them, without
+    the rest of the statistics (a sweep's report reads a thousand folders)."""
+    if not rows:
+        return None, None
+    return (_pick(rows, SCORE_FIELDS, lambda v: _number(v) is not None),
+            _pick(rows, CATEGORY_FIELDS, lambda v: isinstance(v, str) and v != ""))
+
+
 def summarise(rows: list[dict[str, Any]], *, max_tokens: int | None = None) -> dict[str, Any]:
     """The statistics above for *rows*; fields that do not apply are left out."""
     n = len(rows)

@@ -1,7 +1,10 @@
 """The state store: jobs, attempts, the activity log, log offsets and artifacts.
 
 SQLite in WAL mode at ``.runjob/state.db`` of the working directory (``$RUNJOB_HOME``
-overrides the folder). The store is runjob's memory: a monitor killed at any moment and
+overrides the folder), or a PostgreSQL database shared by a team (``RUNJOB_STATE_URL`` or
+the ``state:`` key of a config file, :mod:`runjob_core.store.locator`): one schema, one set
+of migrations and one set of methods serve both (:mod:`runjob_core.store.postgres`
+translates the few words that differ). The store is runjob's memory: a monitor killed at any moment and
 started again carries on from here, and an attempt recorded as ``SUBMITTING`` is
 reattached by its tag instead of being submitted twice.
 """
@@ -20,6 +23,7 @@ from typing import Any
 from runjob_core.store import leases as _leases
 
 from runjob_core.store import faults as _store_faults
+from runjob_core.store import locator as _locator
 from runjob_core.errors import JobNotFoundError, RunjobError
 from runjob_core.redact import redact
 
@@ -75,7 +79,7 @@ CREATE TABLE IF NOT EXISTS log_offsets(
     job_id TEXT NOT NULL,
     attempt INTEGER NOT NULL,
     stream TEXT NOT NULL,
-    offset INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
     PRIMARY KEY(job_id, attempt, stream)
 );
 CREATE TABLE IF NOT EXISTS artifacts(
@@ -105,17 +109,50 @@ CREATE TABLE IF NOT EXISTS pending_actions(
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
 #: NOT NULL column, a changed meaning).
 OLDEST_COMPATIBLE = 1
 
-#: version -> statements that bring a database of that version to the next one. Version 0
-#: is a database from before versions were kept; its tables are already those of version 1.
-#: ``_SCHEMA`` stays the layout of version 1: a new database is made from it plus every step.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+
+def _add_who_columns(db) -> None:
+    """Schema 5: the ``who`` column of jobs, attempts and events, where it is not there yet."""
+    for table in ("jobs", "attempts", "events"):
+        if "who" not in db.columns(table):
+            db.execute(f"ALTER TABLE {table} ADD COLUMN who TEXT")
+
+
+_SWEEPS = """
+CREATE TABLE IF NOT EXISTS sweeps(
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    elements_json TEXT NOT NULL,
+    max_parallel INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    who TEXT
+)
+"""
+
+
+def _add_sweep_columns(db) -> None:
+    """Schema 6: the sweep a job is an element of, and its index there, where not there yet."""
+    columns = set(db.columns("jobs"))
+    for column, kind in (("sweep_id", "TEXT"), ("sweep_index", "INTEGER")):
+        if column not in columns:
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+    db.execute("CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id, sweep_index)")
+
+
+#: version -> statements (SQL, or a function of the connection) that bring a database of that
+#: version to the next one. Version 0 is a database from before versions were kept; its tables
+#: are already those of version 1. ``_SCHEMA`` stays the layout of version 1: a new database is
+#: made from it plus every step.
+_MIGRATIONS: dict[int, tuple[Any, ...]] = {
     0: (),
     # 2: the machine a backend created for an attempt (runjob_provision) and when it was released.
     1: ("ALTER TABLE attempts ADD COLUMN machine_json TEXT", "ALTER TABLE attempts ADD COLUMN released_at REAL"),
@@ -126,7 +163,14 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX IF NOT EXISTS metrics_job ON metrics(job_id, series, attempt, step, ts, value)"),
     # 4: leases (one writer per job) and the follow-ups a killed monitor left (runjob_core.store.leases).
     3: (_leases.SCHEMA, _PENDING_ACTIONS),
+    # 5: who (user@host, runjob_core.store.locator.who) made each job, attempt and event, for a state
+    # shared by a team. Nullable: rows from before stay unattributed.
+    4: (_add_who_columns,),
+    # 6: sweeps (one spec, many jobs: runjob_core.sweep): the sweep's record, and each job's sweep and
+    # element index. A new table and nullable columns: older runjobs ignore them.
+    5: (_SWEEPS, _add_sweep_columns),
 }
+
 #: Points kept per job, attempt and metric series: past this, every other point is dropped
 #: (first and last kept), so a long run keeps its shape in a bounded table.
 MAX_METRIC_POINTS = 4000
@@ -184,6 +228,11 @@ class JobRow:
     state: str
     outcome: str | None
     script: str | None
+    #: user@host that created the job (None for jobs from before schema 5).
+    who: str | None = None
+    #: The sweep this job is an element of, and its index there (None for a job of its own).
+    sweep_id: str | None = None
+    sweep_index: int | None = None
 
     @property
     def spec(self):
@@ -210,6 +259,8 @@ class AttemptRow:
     rows_done: int | None
     machine_json: str | None = None
     released_at: float | None = None
+    #: user@host that began the attempt (None for attempts from before schema 5).
+    who: str | None = None
 
     @property
     def submission(self):
@@ -225,6 +276,27 @@ class AttemptRow:
         from runjob_core.models import Machine
 
         return record_from_json(self.machine_json, Machine) if self.machine_json else None
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One sweep: a spec with a ``sweep:`` key, recorded once; its elements are ordinary jobs."""
+
+    id: str
+    name: str
+    spec_hash: str
+    spec_json: str
+    #: [{"index", "name", "values", "spec_hash"}, ...] in element order.
+    elements_json: str
+    max_parallel: int
+    #: ``active``, or ``cancelled`` (``runjob cancel SWEEP``: no element is started any more).
+    state: str
+    created_at: float
+    who: str | None = None
+
+    @property
+    def elements(self) -> list[dict[str, Any]]:
+        return json.loads(self.elements_json)
 
 
 @dataclass(frozen=True)
@@ -247,12 +319,20 @@ class EventRow:
     source: str
     message: str
     data: dict[str, Any]
+    #: user@host of the process that wrote it (None for events from before schema 5).
+    who: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id, "job_id": self.job_id, "attempt": self.attempt, "ts": self.ts,
             "kind": self.kind, "source": self.source, "message": self.message, "data": self.data,
+            "who": self.who,
         }
+
+
+def _who_of(row: sqlite3.Row) -> str | None:
+    # A newer-but-compatible or older database may lack the column.
+    return row["who"] if "who" in row.keys() else None
 
 
 @dataclass(frozen=True)
@@ -303,14 +383,23 @@ def _base36(number: int) -> str:
 
 
 class Store:
-    """One SQLite database; cheap to open, safe to share between processes (WAL)."""
+    """One SQLite database (cheap to open, safe to share between processes: WAL), or a
+    PostgreSQL database shared between hosts when *path* is a ``postgresql://`` URL."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path | str) -> None:
+        #: The state's file, or its URL without password for a PostgreSQL state (what messages name).
+        self.path: Path | str = path
+        #: Whether the state is a PostgreSQL database.
+        self.shared = isinstance(path, str) and _locator.is_postgres(path)
         #: Who this store's leases belong to (host, pid, start time): see :mod:`runjob_core.store.leases`.
         self.owner = _leases.make_owner()
         self._leases_held: set[str] = set()
         self._plugin_schemas: set[str] = set()
+        #: user@host written on the jobs, attempts and events this store records.
+        self.who = _locator.who()
+        if self.shared:
+            self._open_postgres(path)
+            return
         try:
             in_memory = str(path) == ":memory:"  # offline work (health scan, references): no file at all
             created = False if in_memory else _private(path)
@@ -332,8 +421,22 @@ class Store:
             self._db.close()
             raise
 
+    def _open_postgres(self, url: str) -> None:
+        from runjob_core.store import postgres as _postgres
+
+        self._db = _postgres.Connection(url)
+        self.path = self._db.where
+        self._file_id = None
+        try:
+            self._upgrade()
+        except BaseException:
+            self._db.close()
+            raise
+
     def _upgrade(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        """Create or upgrade the schema, once however many runjobs open the state at once
+        (SQLite: BEGIN IMMEDIATE; PostgreSQL: the same words take an advisory lock)."""
+        version = self._db.schema_version()
         if version > SCHEMA_VERSION:
             row = self._db.execute("SELECT value FROM meta WHERE key = 'oldest_compatible'").fetchone()
             oldest = int(row[0]) if row else version
@@ -347,8 +450,8 @@ class Store:
             return
         self._db.execute("BEGIN IMMEDIATE")  # one process upgrades; the others wait, then see it done
         try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            fresh = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchone() is None
+            version = self._db.schema_version()
+            fresh = not self._db.has_table("jobs")
             if version < SCHEMA_VERSION:
                 # _SCHEMA is the layout of version 1; later versions are its migrations.
                 # Statement by statement, as executescript would commit.
@@ -357,13 +460,16 @@ class Store:
                     for statement in schema:
                         self._db.execute(statement)
                 for step in range(max(version, 1) if fresh else version, SCHEMA_VERSION):
-                    for statement in _MIGRATIONS[step]:
-                        self._db.execute(statement)
+                    for statement in _MIGRATIONS[step]:  # SQL, or a function of the connection
+                        if isinstance(statement, str):
+                            self._db.execute(statement)
+                        else:
+                            statement(self._db)
                 for statement in schema:  # new tables and indexes of an older database
                     self._db.execute(statement)
-                self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('oldest_compatible', ?)",
-                                 (str(OLDEST_COMPATIBLE),))
-                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self._db.execute("INSERT INTO meta(key, value) VALUES ('oldest_compatible', ?)"
+                                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(OLDEST_COMPATIBLE),))
+                self._db.set_schema_version(SCHEMA_VERSION)
             self._db.execute("COMMIT")
         except BaseException:
             if self._db.in_transaction:
@@ -372,7 +478,12 @@ class Store:
 
     @classmethod
     def open_default(cls) -> Store:
-        return cls(state_dir() / "state.db")
+        url = _locator.state_url()
+        if url is None:
+            return cls(state_dir() / "state.db")
+        if _locator.is_postgres(url):
+            return cls(url)
+        return cls(Path(_locator.sqlite_path(url)))
 
     def close(self) -> None:
         if self._leases_held:
@@ -384,7 +495,8 @@ class Store:
 
     def generation(self) -> tuple[int, int]:
         """(commits by other connections, rows changed through this one): the same value
-        twice means the database did not change in between (the monitor caches by it).
+        twice means the database did not change in between (the monitor caches by it). On a
+        PostgreSQL state the first part covers the jobs and attempts tables (what the caches read).
 
         Every monitoring cycle asks this, so it is also where a long-running command learns
         that another runjob set the store aside as damaged: its own connection would go on
@@ -393,7 +505,7 @@ class Store:
             raise _store_faults.StoreCorruptError(
                 f"the state store {self.path} was set aside (found damaged by another runjob command) while this one "
                 "ran; run this command again: it continues on the new store with what could be recovered")
-        return self._db.execute("PRAGMA data_version").fetchone()[0], self._db.total_changes
+        return self._db.data_version(), self._db.total_changes
 
     # ------------------------------------------------------------------ leases (one writer per job)
 
@@ -405,10 +517,17 @@ class Store:
     def try_lease(self, key: str, *, ttl: float = _leases.DEFAULT_TTL) -> str | None:
         """Take or renew *key* without waiting: None when this store holds it now, else the
         owner that does (an expired lease, or one whose process is gone, is taken over)."""
-        other = _leases.try_take(self._db, key, self.owner, ttl)
+        other = self._lease_module().try_take(self._db, key, self.owner, ttl)
         if other is None:
             self._leases_held.add(key)
         return other
+
+    def _lease_module(self):
+        """Taking leases: SQLite's one-writer transaction, or PostgreSQL's row locks (no store-wide lock)."""
+        if self.shared:
+            from runjob_core.store import postgres as _postgres
+            return _postgres
+        return _leases
 
     def held_leases(self, prefix: str = "") -> list[str]:
         """The leases this store took and still holds (``prefix``: only keys starting with it)."""
@@ -419,7 +538,7 @@ class Store:
         with their owner; this store holds all the others."""
         if not keys:
             return {}
-        others = _leases.try_take_many(self._db, keys, self.owner, ttl)
+        others = self._lease_module().try_take_many(self._db, keys, self.owner, ttl)
         self._leases_held.update(k for k in keys if k not in others)
         return others
 
@@ -437,19 +556,20 @@ class Store:
 
     def lease_holders(self, keys: list[str]) -> dict[str, str]:
         """Which of *keys* another live owner holds, with that owner; read only (no write)."""
-        return _leases.holders(self._db, keys, self.owner)
+        return self._lease_module().holders(self._db, keys, self.owner)
 
     # ------------------------------------------------------------------ jobs
 
     def create_job(
         self, *, job_id: str | None = None, name: str, cluster: str, backend: str, spec_json: str, spec_hash: str,
-        spec_path: str | None, kind: str = "full",
+        spec_path: str | None, kind: str = "full", sweep_id: str | None = None, sweep_index: int | None = None,
     ) -> str:
         job_id = job_id or new_job_id()
         self._db.execute(
-            "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, created_at, state)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (job_id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, time.time(), "NEW"),
+            "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, created_at, state, who,"
+            " sweep_id, sweep_index) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (job_id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, time.time(), "NEW", self.who,
+             sweep_id, sweep_index),
         )
         return job_id
 
@@ -482,7 +602,8 @@ class Store:
                 "SELECT * FROM jobs WHERE name = ? ORDER BY created_at DESC, rowid DESC LIMIT 1", (ref,)
             ).fetchone()
         if row is None:
-            names = [r[0] for r in self._db.execute("SELECT DISTINCT name FROM jobs ORDER BY created_at DESC LIMIT 8")]
+            names = [r[0] for r in self._db.execute("SELECT name FROM jobs GROUP BY name ORDER BY MAX(created_at) DESC"
+                                                    " LIMIT 8")]
             known = f"; recent jobs: {', '.join(names)}" if names else "; no jobs recorded yet (runjob submit JOB.yaml)"
             raise JobNotFoundError(f"no job with id or name {ref!r} in {self.path}{known}")
         return _make(JobRow, row)
@@ -493,28 +614,62 @@ class Store:
         ).fetchone()
         return _make(JobRow, row) if row else None
 
-    def list_jobs(self, *, limit: int = 50) -> list[JobRow]:
-        rows = self._db.execute("SELECT * FROM jobs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
+    def list_jobs(self, *, limit: int = 50, user: str | None = None) -> list[JobRow]:
+        """The latest ``limit`` jobs; only those ``user`` created (the part of ``who`` before the @) if given."""
+        if user is None:
+            rows = self._db.execute("SELECT * FROM jobs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
+        else:
+            prefix = user + "@"
+            rows = self._db.execute("SELECT * FROM jobs WHERE substr(who, 1, ?) = ?"
+                                    " ORDER BY created_at DESC, rowid DESC LIMIT ?", (len(prefix), prefix, limit))
         return _make_all(JobRow, rows)
 
     def set_job(self, job_id: str, **fields: Any) -> None:
-        allowed = {"state", "outcome", "script"}
+        allowed = {"state", "outcome", "script", "sweep_id", "sweep_index"}
         assert set(fields) <= allowed, fields
         if fields.get("outcome"):
             fields["outcome"] = redact(fields["outcome"])  # often a line the job printed
         assignments = ", ".join(f"{k} = ?" for k in fields)
         self._db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*fields.values(), job_id))
 
+    # ------------------------------------------------------------------ sweeps
+
+    def create_sweep(self, *, sweep_id: str, name: str, spec_hash: str, spec_json: str, elements_json: str,
+                     max_parallel: int) -> None:
+        self._db.execute(
+            "INSERT INTO sweeps(id, name, spec_hash, spec_json, elements_json, max_parallel, state, created_at, who)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            (sweep_id, name, spec_hash, spec_json, elements_json, max_parallel, "active", time.time(), self.who))
+
+    def find_sweep(self, ref: str, *, spec_hash: str | None = None) -> SweepRow | None:
+        """A sweep by its id, else the latest with that name (and *spec_hash*, if given); None if none."""
+        row = None if spec_hash else self._db.execute("SELECT * FROM sweeps WHERE id = ?", (ref,)).fetchone()
+        if row is None:
+            query = "SELECT * FROM sweeps WHERE name = ?" + (" AND spec_hash = ?" if spec_hash else "")
+            row = self._db.execute(query + " ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                                   (ref, spec_hash) if spec_hash else (ref,)).fetchone()
+        return _make(SweepRow, row) if row else None
+
+    def set_sweep_state(self, sweep_id: str, state: str) -> None:
+        self._db.execute("UPDATE sweeps SET state = ? WHERE id = ?", (state, sweep_id))
+
+    def sweep_jobs(self, sweep_id: str) -> list[JobRow]:
+        """The jobs of a sweep's elements, by element index, oldest first within an index."""
+        rows = self._db.execute("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY sweep_index, created_at, rowid", (sweep_id,))
+        return _make_all(JobRow, rows)
+
     # ------------------------------------------------------------------ attempts
 
-    def begin_attempt(self, job_id: str, *, resumed_from: str | None = None) -> AttemptRow:
-        """Record a new attempt as SUBMITTING with its tag, before anything is submitted."""
+    def begin_attempt(self, job_id: str, *, resumed_from: str | None = None, n: int | None = None) -> AttemptRow:
+        """Record a new attempt as SUBMITTING with its tag, before anything is submitted.
+        *n*: its number when the cluster told it already (an adopted job's attempt)."""
         with self._transaction():
-            n = self._db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]
+            if n is None:
+                n = self._db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]
             tag = attempt_tag(job_id, n)
             self._db.execute(
-                "INSERT INTO attempts(job_id, n, tag, state, resumed_from) VALUES (?,?,?,?,?)",
-                (job_id, n, tag, "SUBMITTING", resumed_from),
+                "INSERT INTO attempts(job_id, n, tag, state, resumed_from, who) VALUES (?,?,?,?,?,?)",
+                (job_id, n, tag, "SUBMITTING", resumed_from, self.who),
             )
             self._db.execute("UPDATE jobs SET state = 'SUBMITTING' WHERE id = ?", (job_id,))
         return self.attempt(job_id, n)
@@ -556,6 +711,18 @@ class Store:
         rows = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n", (job_id,))
         return _make_all(AttemptRow, rows)
 
+    def attempts_of(self, job_ids: list[str]) -> dict[str, list[AttemptRow]]:
+        """The attempts of each of *job_ids* (in order of ``n``), in one query per 500 jobs:
+        ``runjob status`` lists 20 jobs with one, not 20."""
+        found: dict[str, list[AttemptRow]] = {job_id: [] for job_id in job_ids}
+        unique = list(found)
+        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
+            chunk = unique[start:start + 500]
+            query = f"SELECT * FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))}) ORDER BY job_id, n"
+            for row in _make_all(AttemptRow, self._db.execute(query, chunk)):
+                found[row.job_id].append(row)
+        return found
+
     def latest_attempt(self, job_id: str) -> AttemptRow | None:
         row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n DESC LIMIT 1", (job_id,)).fetchone()
         return _make(AttemptRow, row) if row else None
@@ -589,7 +756,7 @@ class Store:
         return None if collected else _make(AttemptRow, row)
 
     def mark_pending(self, job_id: str, n: int) -> None:
-        self._db.execute("INSERT OR IGNORE INTO pending_actions(job_id, n) VALUES (?,?)", (job_id, n))
+        self._db.execute("INSERT INTO pending_actions(job_id, n) VALUES (?,?) ON CONFLICT DO NOTHING", (job_id, n))
 
     def clear_pending(self, job_id: str, n: int) -> None:
         self._db.execute("DELETE FROM pending_actions WHERE job_id = ? AND n = ?", (job_id, n))
@@ -624,11 +791,12 @@ class Store:
         message = redact(message)
         data_json = redact(json.dumps(data, default=str)) if data else None
         ts = time.time()
-        cursor = self._db.execute(
-            "INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json) VALUES (?,?,?,?,?,?,?)",
-            (job_id, attempt, ts, kind, source, message, data_json),
-        )
-        return EventRow(cursor.lastrowid, job_id, attempt, ts, kind, source, message, json.loads(data_json) if data_json else {})
+        event_id = self._db.execute(
+            "INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json, who) VALUES (?,?,?,?,?,?,?,?)"
+            " RETURNING id", (job_id, attempt, ts, kind, source, message, data_json, self.who),
+        ).fetchall()[0][0]  # fetchall: SQLite finishes the statement (and its write) only when stepped to the end
+        return EventRow(event_id, job_id, attempt, ts, kind, source, message,
+                        json.loads(data_json) if data_json else {}, self.who)
 
     def events(self, job_id: str | None = None, *, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[EventRow]:
         query = "SELECT * FROM events WHERE id > ?"
@@ -642,22 +810,37 @@ class Store:
         rows = self._db.execute(query + " ORDER BY id", params)
         return [
             EventRow(r["id"], r["job_id"], r["attempt"], r["ts"], r["kind"], r["source"], r["message"],
-                     json.loads(r["data_json"]) if r["data_json"] else {})
+                     json.loads(r["data_json"]) if r["data_json"] else {}, _who_of(r))
             for r in rows
         ]
+
+    def events_of(self, job_ids: list[str], *, kinds: tuple[str, ...] = ()) -> dict[str, list[EventRow]]:
+        """:meth:`events` of many jobs (job id -> its events, by id), one query per 500 jobs."""
+        found: dict[str, list[EventRow]] = {}
+        unique = list(dict.fromkeys(job_ids))
+        kind_marks = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
+            chunk = unique[start:start + 500]
+            rows = self._db.execute(f"SELECT * FROM events WHERE job_id IN ({','.join('?' * len(chunk))}){kind_marks}"
+                                    " ORDER BY id", (*chunk, *kinds))
+            for r in rows:
+                found.setdefault(r["job_id"], []).append(
+                    EventRow(r["id"], r["job_id"], r["attempt"], r["ts"], r["kind"], r["source"], r["message"],
+                             json.loads(r["data_json"]) if r["data_json"] else {}, _who_of(r)))
+        return found
 
     # ------------------------------------------------------------------ log offsets
 
     def offset(self, job_id: str, attempt: int, stream: str = "log") -> int:
         row = self._db.execute(
-            "SELECT offset FROM log_offsets WHERE job_id = ? AND attempt = ? AND stream = ?", (job_id, attempt, stream)
+            'SELECT "offset" FROM log_offsets WHERE job_id = ? AND attempt = ? AND stream = ?', (job_id, attempt, stream)
         ).fetchone()
         return row[0] if row else 0
 
     def set_offset(self, job_id: str, attempt: int, offset: int, stream: str = "log") -> None:
         self._db.execute(
-            "INSERT INTO log_offsets(job_id, attempt, stream, offset) VALUES (?,?,?,?)"
-            " ON CONFLICT(job_id, attempt, stream) DO UPDATE SET offset = excluded.offset",
+            'INSERT INTO log_offsets(job_id, attempt, stream, "offset") VALUES (?,?,?,?)'
+            ' ON CONFLICT(job_id, attempt, stream) DO UPDATE SET "offset" = excluded."offset"',
             (job_id, attempt, stream, offset),
         )
 
@@ -704,8 +887,15 @@ class Store:
                 if count > MAX_METRIC_POINTS:
                     self._db.execute(
                         "DELETE FROM metrics WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER"
-                        " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?)"
+                        " (ORDER BY step, ts, rowid) AS rn FROM metrics WHERE job_id = ? AND attempt = ? AND series = ?) AS numbered"
                         " WHERE rn % 2 = 0 AND rn < ?)", (job_id, attempt, series, count))
+
+    def change_signature(self) -> Any:
+        """Moves whenever anything the dashboard shows changed (by anyone): one statement (for a
+        shared state, where file times cannot be watched)."""
+        return tuple(self._db.execute(
+            "SELECT (SELECT COUNT(*) FROM jobs), (SELECT MAX(id) FROM events), (SELECT COUNT(*) FROM attempts),"
+            " (SELECT COUNT(*) FROM metrics), (SELECT MAX(id) FROM artifacts)").fetchone()) + (self.generation()[0],)
 
     def change_stamps(self) -> dict[str, list]:
         """Job id -> what changes when anything of the job changes: the fields of its attempts
@@ -725,8 +915,23 @@ class Store:
         where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
         cursor = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?" + where +
                                   " ORDER BY series, attempt, step, ts", (job_id, *series))
-        cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
-        return cursor.fetchall()
+        if not self.shared:
+            cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
+        return [tuple(row) for row in cursor.fetchall()] if self.shared else cursor.fetchall()
+
+    def metrics_of(self, job_ids: list[str], *, series: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
+        """:meth:`metrics` of many jobs (job id -> its points), one query per 500 jobs."""
+        found: dict[str, list[tuple]] = {}
+        unique = list(dict.fromkeys(job_ids))
+        where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
+        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
+            chunk = unique[start:start + 500]
+            rows = self._db.execute(f"SELECT job_id, attempt, series, step, ts, value FROM metrics WHERE job_id IN"
+                                    f" ({','.join('?' * len(chunk))}){where} ORDER BY series, attempt, step, ts",
+                                    (*chunk, *series))
+            for job_id, *point in rows:
+                found.setdefault(job_id, []).append(tuple(point))
+        return found
 
     def has_metrics(self, job_id: str, source: str, *, besides: str = "") -> bool:
         """Whether *source* recorded any series other than *besides* for the job."""
@@ -736,11 +941,12 @@ class Store:
     def last_metric_step(self, job_id: str, source: str) -> float | None:
         return self._db.execute("SELECT MAX(step) FROM metrics WHERE job_id = ? AND source = ?", (job_id, source)).fetchone()[0]
 
-    def plugin_connection(self, schema: str) -> sqlite3.Connection:
+    def plugin_connection(self, schema: str):
         """The database connection, for a plugin that keeps rows of its own in the state
         database (the local backend's GPU queue), so they share its transactions and survive
         with it. *schema* holds the plugin's ``CREATE TABLE IF NOT EXISTS`` statements (table
-        names prefixed with the plugin's), run once per store. Write inside
+        names prefixed with the plugin's), run once per store. On a PostgreSQL state the
+        connection takes the same SQL (``?`` parameters, SQLite's types). Write inside
         :meth:`transaction`: two runjob processes then never interleave."""
         if schema not in self._plugin_schemas:
             with self._transaction():  # executescript would commit the open transaction

@@ -28,8 +28,16 @@ class StoreUnwritableError(StoreError):
     pass
 
 
-class StoreFullError(StoreError):
+class StoreTransientError(StoreError):
+    """A fault that passes by itself: ``watch`` waits (backing off) and runs its cycle again."""
+
+
+class StoreFullError(StoreTransientError):
     """The disk holding the store is full: transient for ``watch``, which retries."""
+
+
+class StoreUnreachableError(StoreTransientError):
+    """The state's server cannot be reached now (PostgreSQL down, restarting, network cut)."""
 
 
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
@@ -93,9 +101,27 @@ def translate(exc: BaseException, path: Path) -> BaseException:
 
 
 class Connection(sqlite3.Connection):
-    """A connection whose store faults surface as one-line :class:`StoreError`s."""
+    """A connection whose store faults surface as one-line :class:`StoreError`s; it answers
+    the dialect's questions the Store asks (the same methods as
+    :class:`runjob_core.store.postgres.Connection`)."""
 
     store_path: Path = Path("state.db")
+
+    def schema_version(self) -> int:
+        return self.execute("PRAGMA user_version").fetchone()[0]
+
+    def set_schema_version(self, version: int) -> None:
+        self.execute(f"PRAGMA user_version = {int(version)}")
+
+    def has_table(self, name: str) -> bool:
+        return self.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+    def columns(self, table: str) -> list[str]:
+        return [row[1] for row in self.execute(f"PRAGMA table_info({table})")]
+
+    def data_version(self) -> int:
+        """Moves when another connection committed (PRAGMA data_version)."""
+        return self.execute("PRAGMA data_version").fetchone()[0]
 
     def execute(self, *args, **kwargs):
         try:

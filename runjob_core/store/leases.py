@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import sqlite3
 import time
 from pathlib import Path
+
+from runjob_core.store import locator as _locator
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases(
@@ -56,7 +57,7 @@ def _start_time(pid: int) -> str:
 
 def make_owner() -> str:
     pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}:{secrets.token_hex(4)}"
+    return f"{_locator.host()}:{pid}:{_start_time(pid)}:{secrets.token_hex(4)}"
 
 
 def owner_state(owner: str) -> str:
@@ -65,7 +66,7 @@ def owner_state(owner: str) -> str:
         host, pid, started, _token = owner.rsplit(":", 3)
     except ValueError:
         return "unknown"
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != _locator.host() or not pid.isdigit():
         return "unknown"
     return "alive" if started and _start_time(int(pid)) == started else "gone"
 

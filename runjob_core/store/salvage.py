@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 #: The tables worth carrying over, parents first.
-TABLES = ("jobs", "attempts", "events", "log_offsets", "artifacts", "metrics", "pending_actions")
+TABLES = ("sweeps", "jobs", "attempts", "events", "log_offsets", "artifacts", "metrics", "pending_actions")
 #: Damaged stretches skipped per table before giving up on the rest of it.
 MAX_SKIPS = 64
 

@@ -9,6 +9,8 @@ Fixtures:
 * ``fake_run``: replaces :data:`runjob_core.transport.execute.RUNNER`, records every argv and
   answers from a script (``fake_run.on(["sbatch", ...], stdout="42\\n")``);
 * ``runjob_cli``: runs the ``runjob`` CLI in-process and returns click's result;
+* ``pg_url``, ``state``: a state of the test's own on PostgreSQL, and one on each backend
+  (SQLite, then PostgreSQL: :mod:`runjob_core.testing._state`);
 
 The SLURM test cluster's fixtures (``slurm_env``, ``slurm_cluster_config``) are the SLURM
 plugin's: :mod:`runjob_slurm.testing`.
@@ -19,9 +21,7 @@ plugin's: :mod:`runjob_slurm.testing`.
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,10 @@ from typing import Any
 import pytest
 
 from runjob_core.transport import execute
-from runjob_core.models import ClusterConfig
+from runjob_core.testing._helpers import one_line_error, run_cli, wait_until, write_clusters_yaml  # noqa: F401 - the kit's API
+from runjob_core.testing.contract import BackendContract  # noqa: F401 - the kit's API
+from runjob_core.testing._state import State, pg_settings, pg_url, state  # noqa: F401 - the kit's fixtures
+
 
 @pytest.fixture
 def runjob_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -110,54 +113,6 @@ def runjob_cli() -> Callable[..., Any]:
     return invoke
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120,
-            input: str | None = None) -> Any:
-    """Run the installed ``runjob`` command as a user would (a new process), output captured."""
-    import subprocess
-    import sys
-
-    runjob = str(Path(sys.executable).parent / "runjob")
-    return subprocess.run([runjob, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
-
-
-def one_line_error(result: Any) -> str:
-    """The one line a failed command printed, asserting it failed without a traceback."""
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
-
-
-def write_clusters_yaml(path: Path, clusters: Sequence[ClusterConfig]) -> Path:
-    import yaml
-
-    from runjob_core.config import unstructure
-
-    data = {}
-    for cluster in clusters:
-        entry = {k: v for k, v in unstructure(cluster).items() if k not in ("name", "source") and v not in (None, [], {}, ())}
-        # A backend's own keys (cluster.options) sit flat in the entry, beside the core's.
-        entry.update({k: v for k, v in (entry.pop("options", None) or {}).items() if v not in (None, [], {}, ())})
-        data[cluster.name] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"clusters": data}, sort_keys=False))
-    return path
-
-
-def wait_until(predicate: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.2, what: str = "condition") -> Any:
-    """Poll *predicate* until it returns something truthy (a deadline for waiting, not a speed limit)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
 @contextlib.contextmanager
 def cpu_load(processes: int = 2) -> Iterator[None]:
     """Busy-looping processes for the duration (a loaded machine delays every read, which is
@@ -173,5 +128,3 @@ def cpu_load(processes: int = 2) -> Iterator[None]:
             process.kill()
             process.wait()
 
-
-from runjob_core.testing.contract import BackendContract  # noqa: E402 - uses the helpers above

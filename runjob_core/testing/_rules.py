@@ -6,9 +6,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import pluggy
 
-_hookimpl = pluggy.HookimplMarker("runjob")
+from runjob_core import hookimpl as _hookimpl  # the one marker (runjob_core.__init__)
 
 
 class ContractBroken(AssertionError):

@@ -29,7 +29,7 @@ import pytest
 
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import ACTIVE_STATES, TERMINAL_STATES, ClusterConfig, JobSpec, Submission
-from runjob_core.testing import run_cli, wait_until, write_clusters_yaml
+from runjob_core.testing._helpers import run_cli, wait_until, write_clusters_yaml
 from runjob_core.testing._rules import _HEARTBEAT, _WRITE_NESTED, NESTED_FILES, ContractBroken, _HookSpy, _tail, rule
 
 __all__ = ["BackendContract", "ContractBroken", "NESTED_FILES", "rule"]

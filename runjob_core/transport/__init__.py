@@ -27,7 +27,24 @@ class FileInfo:
 
 
 class Transport(ABC):
-    """The interface every transport implements."""
+    """The interface every transport implements: this machine (:class:`LocalTransport`), a host
+    over SSH (:class:`runjob_core.transport.ssh.SSHTransport`), the shared SSH agent
+    (:mod:`runjob_core.transport.agent`), or a plugin's own (RunPod's pod SSH).
+
+    Paths are the host's: absolute, or relative to the user's home there (:meth:`expand`).
+    Every method raises :class:`~runjob_core.errors.TransportError` (one line, what to do)
+    when the host cannot be reached or used; a changed host key is its subclass
+    :class:`~runjob_core.errors.HostKeyMismatch`. A missing file is not an error where the
+    method says so (:meth:`stat`, :meth:`read_from`). Transports are used from several
+    threads of one process (the monitor, the push watcher): implementations lock their
+    connection.
+
+    Optional, and deliberately not defined here (the push path asks ``hasattr``):
+    ``open_stream(argv)`` starts a long-running *argv* (the push path's watcher: it reads
+    commands on its stdin and prints lines) and returns its handle, a ``subprocess.Popen``
+    with byte pipes locally or a paramiko channel over SSH (:mod:`runjob_core.monitor.push`
+    wraps either). A transport without it leaves the monitor to its polling.
+    """
 
     #: Short name for messages ("local", "ssh rjuser@host:2222").
     label = "transport"
@@ -40,7 +57,15 @@ class Transport(ABC):
 
     @abstractmethod
     def home(self) -> str:
-        ...
+        """The user's home folder on the host (asked once, then remembered)."""
+
+    def run_shell(self, command: str, *, input: str | None = None, timeout: float | None = None,
+                  idempotent: bool = True):
+        """Run *command* as a shell line (``sh -c``) where the job runs. The caller quotes every
+        value in it (``shlex.quote``); prefer :meth:`run` with an argv. Used for the detached
+        runner's start/status/cancel text (:mod:`runjob_core.transport.detached`), which is
+        one shell line for any transport."""
+        return self.run(["sh", "-c", command], input=input, timeout=timeout, idempotent=idempotent)
 
     def expand(self, path: str) -> str:
         """Resolve ``~`` and relative paths against the user's home on the host."""
@@ -54,11 +79,11 @@ class Transport(ABC):
 
     @abstractmethod
     def makedirs(self, path: str) -> None:
-        ...
+        """Create *path* and its parents; an existing folder is fine."""
 
     @abstractmethod
     def put_text(self, path: str, text: str, mode: int = 0o644) -> None:
-        ...
+        """Write *text* to *path* with *mode*, atomically (a reader never sees half a file)."""
 
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
         """Create *root* (and *also_make*) and write *files* (relative path -> (text, mode)).
@@ -75,27 +100,28 @@ class Transport(ABC):
 
     @abstractmethod
     def put_file(self, local: Path, path: str) -> None:
-        ...
+        """Copy the local file *local* to *path* on the host."""
 
     @abstractmethod
     def get_file(self, path: str, local: Path) -> None:
-        ...
+        """Copy *path* on the host to the local file *local*, creating its folder."""
 
     @abstractmethod
     def stat(self, path: str) -> FileInfo | None:
-        ...
+        """Size and mtime of *path*, or ``None`` if it does not exist."""
 
     @abstractmethod
     def read_from(self, path: str, offset: int, limit: int = 8 << 20) -> bytes:
         """Return at most *limit* bytes of *path* from *offset* (empty if missing)."""
 
     def read_text(self, path: str) -> str | None:
+        """The whole of a small text file (up to 64 MiB), or ``None`` if it does not exist."""
         data = self.read_from(path, 0, 64 << 20)
         return data.decode("utf-8", "replace") if data or self.stat(path) else None
 
     @abstractmethod
     def listdir_recursive(self, path: str) -> list[FileInfo]:
-        ...
+        """Every regular file under *path* (paths relative to it); empty if *path* is missing."""
 
     @abstractmethod
     def disk_free(self, path: str) -> tuple[int, int]:

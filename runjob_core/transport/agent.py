@@ -56,9 +56,14 @@ def _folder() -> Path:
     return folder
 
 
+#: The operations' version: a client never asks an agent started by older code for one it lacks.
+PROTOCOL = 2  # 2: run_with_tree
+
+
 def _key(cluster_json: str) -> str:
-    # The whole connection config is in the name: a changed clusters.yaml gets a new agent.
-    return hashlib.sha256(cluster_json.encode()).hexdigest()[:20]
+    # The whole connection config is in the name: a changed clusters.yaml gets a new agent,
+    # and so does another protocol (an older agent may still serve older clients meanwhile).
+    return hashlib.sha256(f"{PROTOCOL}\0{cluster_json}".encode()).hexdigest()[:20]
 
 
 # ---------------------------------------------------------------------------- wire
@@ -191,6 +196,18 @@ class AgentTransport(Transport):
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
         self._call("put_tree", root=root, files={k: list(v) for k, v in files.items()}, also_make=list(also_make))
 
+    def run_with_tree(self, tree: tuple[str, dict[str, tuple[str, int]], Sequence[str]], argv: Sequence[str], *,
+                      timeout: float | None = None, idempotent: bool = True) -> Completed:
+        """:meth:`SSHTransport.run_with_tree` through the agent: one remote command."""
+        import shlex
+
+        root, files, also_make = tree
+        self.commands.append(shlex.join(str(a) for a in argv))
+        rc, out, err = self._call("run_with_tree", root=root, files={k: list(v) for k, v in files.items()},
+                                  also_make=list(also_make), argv=[str(a) for a in argv], timeout=timeout,
+                                  idempotent=idempotent)
+        return Completed(tuple(argv), rc, out, err)
+
     def put_file(self, local: Path, path: str) -> None:
         self._call("put_file", local=str(Path(local).absolute()), path=path)
 
@@ -252,6 +269,10 @@ def _handle(transport, op: str, args: dict[str, Any]) -> Any:
         return [[f.path, f.size, f.mtime] for f in transport.listdir_recursive(args["path"])]
     if op == "put_tree":
         return transport.put_tree(args["root"], {k: tuple(v) for k, v in args["files"].items()}, also_make=args["also_make"])
+    if op == "run_with_tree":
+        tree = (args["root"], {k: tuple(v) for k, v in args["files"].items()}, args["also_make"])
+        result = transport.run_with_tree(tree, args["argv"], timeout=args["timeout"], idempotent=args["idempotent"])
+        return [result.returncode, result.stdout, result.stderr]
     if op in ("put_file", "get_file"):
         local = Path(args["local"])
         return transport.put_file(local, args["path"]) if op == "put_file" else transport.get_file(args["path"], local)

@@ -31,13 +31,15 @@ import attrs
 
 from runjob_core.models import CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, JobStatus
 
-#: The wrapper run in its own session: $1 pid file, $2 exit-code file, then the command.
-WRAPPER = ('echo "$$" > "$1"; rc_file="$2"; shift 2; "$@"; rc=$?; '
+#: The wrapper run in its own session: $1 pid file, $2 exit-code file, then the command. The
+#: pid file is replaced atomically (a reader never sees it empty): the local backend writes
+#: the same pid into it before its submit returns, and the wrapper's own write may come later.
+WRAPPER = ('echo "$$" > "$1.tmp" && mv -f "$1.tmp" "$1"; rc_file="$2"; shift 2; "$@"; rc=$?; '
            'echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 #: The same, with the command's output piped through a filter ($3 python, $4 the filter's
 #: file, run as ``python -S -I``): the local backend's token redactor. The exit code is the
 #: command's own (PIPESTATUS), not the filter's.
-FILTERED_WRAPPER = ('echo "$$" > "$1"; rc_file="$2"; python="$3"; redactor="$4"; shift 4; '
+FILTERED_WRAPPER = ('echo "$$" > "$1.tmp" && mv -f "$1.tmp" "$1"; rc_file="$2"; python="$3"; redactor="$4"; shift 4; '
                     '"$@" 2>&1 | "$python" -S -I "$redactor"; rc=${PIPESTATUS[0]}; '
                     'echo "$rc" > "$rc_file.tmp" && mv "$rc_file.tmp" "$rc_file"; exit "$rc"')
 #: ``timeout``'s exit code when the time limit ended the job.

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runjob_core.errors import TransportError
+from runjob_core.errors import HostKeyMismatch, TransportError
 from runjob_core.transport.execute import Completed
 from runjob_core.models import ClusterConfig
 from runjob_core.transport import FileInfo, Transport
@@ -48,11 +48,18 @@ def _parse_target(text: str, default_user: str | None) -> tuple[str | None, str,
 
 
 class SSHTransport(Transport):
-    def __init__(self, cluster: ClusterConfig) -> None:
+    """A host over SSH (paramiko), host keys verified against *known_hosts* by default.
+
+    *host_key_advice*: what a :class:`~runjob_core.errors.HostKeyMismatch` tells the user to
+    do; a plugin that pins keys itself says why the key is pinned (see runjob-runpod).
+    """
+
+    def __init__(self, cluster: ClusterConfig, *, host_key_advice: str | None = None) -> None:
         if not cluster.host:
             message = f"cluster {cluster.name!r} has no host: set clusters.{cluster.name}.host in {cluster.source}"
             raise TransportError(message)
         self.cluster = cluster
+        self.host_key_advice = host_key_advice
         self.label = f"ssh {cluster.user + '@' if cluster.user else ''}{cluster.host}:{cluster.port}"
         self._client: Any = None
         self._sftp: Any = None
@@ -99,9 +106,7 @@ class SSHTransport(Transport):
                 auth_timeout=CONNECT_TIMEOUT,
             )
         except paramiko.BadHostKeyException:
-            message = (f"the host key of {host}:{port} does not match known_hosts ({known}): it changed or someone is in the way; "
-                       "verify it with the cluster's admins before updating known_hosts")
-            raise TransportError(message) from None
+            raise HostKeyMismatch(host, port, known, self.host_key_advice) from None
         except paramiko.SSHException as exc:
             text = str(exc)
             if "not found in known_hosts" in text:
@@ -237,20 +242,23 @@ class SSHTransport(Transport):
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
         # One command for the whole job folder: a tar stream on stdin, unpacked remotely.
         # On a cluster 30 ms away this is 1 round trip instead of ~20 SFTP requests.
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            for rel, (text, mode) in sorted(files.items()):
-                data = text.encode()
-                info = tarfile.TarInfo(rel)
-                info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-                archive.addfile(info, io.BytesIO(data))
-        encoded = base64.b64encode(buffer.getvalue()).decode()
-        folders = " ".join(shlex.quote(f) for f in (root, *also_make))
-        command = f"mkdir -p {folders} && base64 -d | tar -x -m -C {shlex.quote(root)} -f -"
+        command, encoded = _tree_command(root, files, also_make)
         result = self.run_shell(command, input=encoded)
         if not result.ok:
-            message = f"cannot write the job's files under {root} on {self.cluster.host}: {result.stderr.strip()}"
-            raise TransportError(message)
+            raise TransportError(_tree_failed(root, self.cluster.host, result.stderr))
+
+    def run_with_tree(self, tree: tuple[str, dict[str, tuple[str, int]], Sequence[str]], argv: Sequence[str], *,
+                      timeout: float | None = None, idempotent: bool = True) -> Completed:
+        """``put_tree(*tree)`` then ``run(argv)`` as one remote command: one round trip where a
+        submit wrote the job's files and then ran ``sbatch`` in two (issue 29). Raises as
+        ``put_tree`` does when the files cannot be written (*argv* is then not run)."""
+        root, files, also_make = tree
+        command, encoded = _tree_command(root, files, also_make)
+        line = f"{{ {command}; }} || {{ echo {_TREE_FAILED} >&2; exit 1; }}; exec {shlex.join(str(a) for a in argv)}"
+        result = self.run_shell(line, input=encoded, timeout=timeout, idempotent=idempotent, argv=tuple(argv))
+        if not result.ok and result.stderr.rstrip().endswith(_TREE_FAILED):
+            raise TransportError(_tree_failed(root, self.cluster.host, result.stderr.rstrip()[:-len(_TREE_FAILED)]))
+        return result
 
     def put_file(self, local: Path, path: str) -> None:
         def operation() -> None:
@@ -359,3 +367,26 @@ def _exec(channel: Any, command: str, input: str | None, timeout: float | None, 
         # session): the command's outcome is unknown, so it counts as a connection error.
         raise EOFError(f"the SSH channel closed without an exit status: {command[:120]}")
     return Completed(argv, status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+#: The last line of a combined command's stderr when its files were not written.
+_TREE_FAILED = "runjob:job-files-not-written"
+
+
+def _tree_command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, str]:
+    """The shell command that creates *root* and *also_make* and unpacks a tar stream of
+    *files* into *root*, and that stream (base64, its stdin)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for rel, (text, mode) in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            archive.addfile(info, io.BytesIO(data))
+    folders = " ".join(shlex.quote(f) for f in (root, *also_make))
+    command = f"mkdir -p {folders} && base64 -d | tar -x -m -C {shlex.quote(root)} -f -"
+    return command, base64.b64encode(buffer.getvalue()).decode()
+
+
+def _tree_failed(root: str, host: str, stderr: str) -> str:
+    return f"cannot write the job's files under {root} on {host}: {stderr.strip()}"

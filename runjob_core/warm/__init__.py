@@ -14,8 +14,8 @@ disk, a protocol surprise) runs the command here as before: the warm path is onl
 a shortcut.
 
 Only commands that never read the terminal go this way (the child is not in the
-terminal's foreground process group, so a prompt would stop it): ``status``, and
-``submit`` with ``--yes`` or without a terminal on stdin. ``RUNJOB_WARM=0`` turns the
+terminal's foreground process group, so a prompt would stop it): ``status``,
+``submit`` with ``--yes`` or without a terminal on stdin, and ``health scan``. ``RUNJOB_WARM=0`` turns the
 warm path off; ``RUNJOB_WARM_IDLE`` sets the idle exit (seconds, default 600).
 
 This module runs before anything else in every command, so it imports only built-in
@@ -31,6 +31,7 @@ import sys
 _ELIGIBLE = {
     "status": lambda args: True,
     "submit": lambda args: "--yes" in args or "-y" in args or not os.isatty(0),
+    "health": lambda args: args[:1] == ["scan"],
 }
 #: Reply tags on the socket: the child's pid, its exit code, or "stale, run it yourself".
 PID, EXIT, STALE = b"P", b"X", b"S"
@@ -163,10 +164,13 @@ def _read(sock, size: int) -> bytes | None:
 
 def spawn_server() -> None:
     """Start the warm process in the background, unless one is starting already."""
-    try:
-        from runjob_core.warm.server import spawn
+    from runjob_core.transport import execute
 
-        spawn(socket_path())
+    try:
+        path = socket_path()
+        # Started in the socket's private folder: its sys.path[0] holds no Python file.
+        execute.run([sys.executable, "-m", "runjob_core.warm.server", path], detach=True,
+                    cwd=os.path.dirname(path), output_path=f"{path}.log")
     except OSError as exc:
         # The command itself succeeded; only the next one will not be faster.
         print(f"runjob: could not start the warm process ({exc}); set RUNJOB_WARM=0 to stop trying", file=sys.stderr)

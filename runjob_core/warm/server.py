@@ -34,16 +34,14 @@ PRELOAD = (
     "runjob_core.cli.status", "runjob_core.cli.run", "runjob_core.lifecycle", "runjob_core.monitor",
     "runjob_core.config", "runjob_core.store", "runjob_core.templating", "runjob_core.staging",
     "runjob_core.transport.agent", "yaml", "rich.console", "rich.table", "rich.markup",
+    # Imported lazily by `status` and `submit` (cattrs alone costs a child ~30 ms).
+    "runjob_core.config.converter", "runjob_core.config.guard", "runjob_core.config.serving",
+    "runjob_core.interrupted", "runjob_core.estimator.eta", "runjob_core.cli._plaintable",
+    # `health scan` (issue 29: timed against grep, whole process).
+    "runjob_core.cli.health", "runjob_core.context", "runjob_core.monitor.scan",
+    # `submit` asks whether its file is a sweep (~20 ms of imports, more without bytecode).
+    "runjob_core.cli._sweep", "runjob_core.sweep",
 )
-
-
-def spawn(path: str) -> None:
-    """Start the warm process for *path* in the background (a detached process)."""
-    from runjob_core.transport import execute
-
-    # Started in the socket's private folder: its sys.path[0] holds no Python file.
-    execute.run([sys.executable, "-m", "runjob_core.warm.server", path], detach=True,
-                cwd=os.path.dirname(path), output_path=f"{path}.log")
 
 
 def main(path: str) -> None:
@@ -54,7 +52,7 @@ def main(path: str) -> None:
         return  # another warm process for this interpreter is starting or serving
     if os.path.basename(path) != f"{_warm.key()}.sock":
         return  # started with another import path than the command that asked: of no use to it
-    preload()
+    prepared = preload()
     modules = _module_files()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
@@ -78,14 +76,16 @@ def main(path: str) -> None:
                 return  # idle
             conn.settimeout(None)
             with conn:
-                if not _serve(conn, listener, modules):
+                if not _serve(conn, listener, modules, prepared):
                     return  # stale: the next command runs itself and starts a fresh one
     finally:
         if os.path.exists(path):
             os.unlink(path)
 
 
-def preload() -> None:
+def preload():
+    """Import what the eligible commands need; the plugin manager each child takes
+    (:class:`runjob_core.plugins.Prepared`)."""
     import importlib
 
     sys.modules.setdefault("invoke", None)  # as runjob_core.cli.main does: paramiko's optional import
@@ -97,13 +97,25 @@ def preload() -> None:
 
     from runjob_core._entry_points import describe_commands
 
-    pm, _infos = plugins.get_plugin_manager()  # imports every installed plugin; the manager itself is dropped
+    pm, _infos = plugins.get_plugin_manager()  # imports every installed plugin; kept for the children
     describe_commands()  # plugin commands' help for `runjob --help`, which imports none
     for _name, plugin in pm.list_name_plugin():
         _import_submodules(plugin)
     plugins.backend_infos(pm)  # and what backends import to describe themselves
     # jinja2 keeps its compiled lexer per set of options for the process: one for every child.
     templating.make_environment(plugins=[p for _name, p in pm.list_name_plugin() if p is not None])
+    _prime_converter()
+    return plugins.Prepared(pm)
+
+
+def _prime_converter() -> None:
+    """The private converter built, and its structure hooks for the stored records generated
+    (cattrs writes each one on first use): each child would otherwise do both again."""
+    from runjob_core import models
+    from runjob_core.config.converter import converter
+
+    for cls in (models.JobSpec, models.Submission, models.Machine, models.ClusterConfig):
+        converter().get_structure_hook(cls)
 
 
 def _import_submodules(plugin) -> None:
@@ -150,7 +162,7 @@ def _stamp(path: str) -> tuple[int, int] | None:
     return info.st_mtime_ns, info.st_size
 
 
-def _serve(conn: socket.socket, listener: socket.socket, modules: dict) -> bool:
+def _serve(conn: socket.socket, listener: socket.socket, modules: dict, prepared) -> bool:
     """Answer one command; False when this process is stale and must exit."""
     try:
         request, fds = _receive(conn)
@@ -165,7 +177,7 @@ def _serve(conn: socket.socket, listener: socket.socket, modules: dict) -> bool:
         pid = os.fork()
         if pid == 0:
             listener.close()
-            _child(conn, request, fds)  # never returns
+            _child(conn, request, fds, prepared)  # never returns
         print(f"served {request['argv'][1]} in child {pid}", flush=True)
         return True
     finally:
@@ -193,7 +205,7 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     return request, fds
 
 
-def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
+def _child(conn: socket.socket, request: dict, fds: list[int], prepared) -> None:
     """In the forked child: become the caller's command, run it, report its exit code."""
     code = 1
     try:
@@ -213,7 +225,7 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         sys.stdin, sys.stdout, sys.stderr = (_stream(fd, mode, encoding)
                                              for fd, mode, encoding in zip((0, 1, 2), "rww", request["encoding"]))
         conn.sendall(_warm.PID + os.getpid().to_bytes(4, "big"))
-        code = _run_command()
+        code = _run_command(prepared)
     except BaseException:  # noqa: BLE001 - the child must always report and exit, never return to the loop
         traceback.print_exc()
     finally:
@@ -229,11 +241,11 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
-def _run_command() -> int:
+def _run_command(prepared=None) -> int:
     from runjob_core.cli import main as run_cli
 
     try:
-        run_cli()
+        run_cli(prepared)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0

@@ -48,7 +48,7 @@ def predict(case: dict) -> dict:
     est = estimate(model, kind, case["gpu"], **kw)
     return time_object(est, model, work=work, framework=case.get("framework", "hf"),
                        precision=case.get("precision", "bf16"), grad_accum=case.get("grad_accum", 1),
-                       nodes=case.get("nodes", 1))
+                       nodes=case.get("nodes", 1), transformers_version=case.get("transformers_version"))
 
 
 def score(cases: list[dict]) -> list[dict]:

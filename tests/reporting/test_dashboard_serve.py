@@ -38,3 +38,83 @@ def test_serve_rebuilds_when_a_job_is_added(runjob_home):
         assert proc.wait(timeout=30) == 0
         store.close()
     assert (runjob_home / ".runjob" / "dashboard" / "index.html").exists()
+
+
+# ----------------------------------------------------------------------------- a lab's dashboard (issue 27)
+
+
+def _serving(proc) -> str:
+    for line in proc.stderr:
+        if line.startswith("serving "):
+            return line.split()[1]
+    raise AssertionError("the dashboard never said where it serves")
+
+
+def _status(url: str, headers: dict | None = None) -> tuple[int, dict]:
+    import urllib.error
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=10) as response:
+            return response.status, dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers)
+
+
+def test_serving_beyond_localhost_without_a_token_is_refused_in_one_line(runjob_home):
+    from runjob_core.testing import one_line_error, run_cli
+
+    Store(runjob_home / ".runjob" / "state.db").close()
+    line = one_line_error(run_cli("dashboard", "--serve", "--host", "0.0.0.0", "--port", "0", cwd=runjob_home))
+    assert "--host 0.0.0.0 opens the dashboard" in line and "--token" in line
+    short = one_line_error(run_cli("dashboard", "--serve", "--token", "abc", "--port", "0", cwd=runjob_home))
+    assert "at least 16 characters" in short
+
+
+def test_a_token_is_asked_of_every_request_and_given_once(runjob_home):
+    import secrets
+
+    token = secrets.token_urlsafe()
+    Store(runjob_home / ".runjob" / "state.db").close()
+    proc = subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
+                            stderr=subprocess.PIPE, text=True, env={**__import__("os").environ,
+                                                                   "RUNJOB_DASHBOARD_TOKEN": token})
+    try:
+        url = _serving(proc)
+        assert url.startswith("http://127.0.0.1:")
+        assert _status(url)[0] == 401
+        assert _status(url + "?token=" + "x" * len(token))[0] == 401
+        code, headers = _status(url + "?token=" + token)
+        assert code == 303 and headers["Location"] == "/index.html"
+        cookie = headers["Set-Cookie"].split(";")[0]
+        assert _status(url, {"Cookie": cookie})[0] == 200
+        assert _status(url, {"Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and token not in err
+
+
+def test_a_shared_state_dashboard_shows_every_members_jobs_and_rebuilds(pg_url, runjob_home, monkeypatch):
+    import os
+
+    monkeypatch.setenv("RUNJOB_STATE_URL", pg_url)
+    monkeypatch.setenv("RUNJOB_USER", "bob")
+    bob = Store(pg_url)
+    bob.create_job(name="bobs-job", cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
+    proc = subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "RUNJOB_USER": "alice"})
+    try:
+        url = _serving(proc)
+        assert "bobs-job" in fetch(url)
+        bob.create_job(name="bobs-second", cluster="local", backend="local", spec_json="{}", spec_hash="h",
+                       spec_path=None)
+        wait_until(lambda: "bobs-second" in fetch(url), timeout=60, what="the served dashboard to show bob's new job")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        bob.close()

@@ -111,11 +111,11 @@ def test_line_numbers_are_counted_on_demand_only(tmp_path):
     p.write_bytes(data)
     with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         s = LogScanner(engine="hyperscan")
-        s._lazy_lines = True
+        s._lazy = f.fileno()
         hits = s.feed(mm)
         assert [(h.label, h.line) for h in hits] == [("nan_loss", 5001)]
-        assert s._gap is not None                       # the 7000 lines after it: not counted yet
-        assert s.lines_seen == 12001 and s._gap is None
+        assert s._gaps                                  # the 7000 lines after it: not counted yet
+        assert s.lines_seen == 12001 and not s._gaps
     assert [(h.label, h.line) for h in _scan.scan_file(p)] == [("nan_loss", 5001)]
     # a last line without a newline: counted only when it matters
     for tail, want in ((b"\r 99%|#########9| 99/100", []), (b"{'loss': inf}", [("nan_loss", 12002)])):

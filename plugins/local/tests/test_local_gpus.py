@@ -119,7 +119,11 @@ def test_on_two_gpus_two_jobs_run_side_by_side_on_different_gpus(runjob_home, gp
     runjob("watch", "a", "b", cwd=runjob_home, check=0)
 
 
-def test_concurrent_runjob_processes_never_give_one_gpu_to_two_jobs(runjob_home, gpus):
+def test_concurrent_runjob_processes_never_give_one_gpu_to_two_jobs(runjob_home, gpus, state, monkeypatch):
+    # On both backends (the kit's `state`): the queue's decisions are BEGIN IMMEDIATE transactions,
+    # which a PostgreSQL state runs under its write lock (the processes could be on two hosts).
+    for key, value in state.env.items():
+        monkeypatch.setenv(key, value)
     gpus(nvidia_smi.gpu(0))
     names = ["p", "q", "r", "s"]
     for name in names:

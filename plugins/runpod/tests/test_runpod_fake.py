@@ -9,7 +9,7 @@ import httpx
 import paramiko
 import pytest
 
-from runjob_core.errors import TransportError
+from runjob_core.errors import HostKeyMismatch, TransportError
 from runjob_core.models import ClusterConfig
 from runjob_runpod import _api, _ssh
 from runjob_runpod.testing import API_KEY
@@ -141,7 +141,7 @@ def test_stop_start_gives_a_new_port_and_the_pin_follows_the_pod(http, pod_key, 
     fake_runpod.rekey(pod["id"])
     rekeyed = http.get(f"/pods/{pod['id']}").json()
     third = _connect(rekeyed, pod_key, tmp_path)
-    with pytest.raises(TransportError, match="different host key than the one runjob pinned"):
+    with pytest.raises(HostKeyMismatch, match=f"pinned pod {pod['id']}'s key when it created the pod.*not the machine runjob rented"):
         third.run(["true"])
     assert http.delete(f"/pods/{pod['id']}").status_code == 204
     assert http.get(f"/pods/{pod['id']}").status_code == 404

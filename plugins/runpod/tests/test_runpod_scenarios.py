@@ -182,7 +182,8 @@ def test_a_changed_host_key_is_refused(runjob_home, fake_runpod, pod_key):
         fake_runpod.rekey(submission.backend_job_id)
         monitor.cycle(context, [row.id])
         transient = [e for e in context.store.events(row.id) if e.kind == "transient"]
-        assert transient and "showed a different host key than the one runjob pinned" in transient[-1].message
+        assert transient and "does not match known_hosts" in transient[-1].message
+        assert "not the machine runjob rented" in transient[-1].message
         assert lifecycle.cancel(context, context.store.get_job(row.id))
     finally:
         context.close()
@@ -260,3 +261,30 @@ def test_runjob_pods_lists_and_terminates_what_runjob_rents(runjob_home, fake_ru
     assert result.exit_code == 0 and submission.backend_job_id in result.output
     assert fake_runpod.pods == {}
     assert runjob_cli("pods").output.strip() == "no live pods created by runjob"
+
+
+PEAK_JOB = """
+name: pod-peak
+cluster: pods
+template: training
+model: {name: Llama-3.1-8B}
+params: {method: lora, seq_len: 4096, micro_batch_size: 2, gradient_checkpointing: true}
+resources: {gpus: 1, gpu_type: h100, time: "30m"}
+command: |
+  echo "peak: torch.cuda.max_memory_allocated() = 21.5 GiB"
+  printf '{"id": 1}\\n' > "$RUNJOB_RESULTS/rows.jsonl"
+"""
+
+
+def test_the_gpu_peak_a_pod_job_printed_corrects_the_next_estimate(runjob_home, fake_runpod, pod_key, runjob_cli):
+    # the learning loop on RunPod: collect reads the peak from the log copied off the pod
+    _setup(runjob_home, fake_runpod, pod_key, PEAK_JOB)
+    result = runjob_cli("run", "job.yaml", "--yes", "--force")
+    assert result.exit_code == 0, result.output
+    same = ["estimate", "--model", "Llama-3.1-8B", "--kind", "lora", "--gpu", "h100", "--seq-len", "4096",
+            "--batch", "2", "--grad-checkpointing"]
+    shown = runjob_cli(*same)
+    assert shown.exit_code == 0, shown.output
+    assert "measured on this cluster: 21.5 GiB GPU peak (torch.cuda.max_memory_allocated) by job" in shown.output
+    other = runjob_cli(*same[:-3], "--batch", "4", "--grad-checkpointing")
+    assert other.exit_code == 0 and "measured on this cluster" not in other.output  # other settings: no match

@@ -283,6 +283,25 @@ def test_unknown_host_key_is_refused(runjob_home, cluster, tmp_path):
         SSHTransport(attrs.evolve(cluster, known_hosts=str(empty))).run(["true"])
 
 
+def test_a_changed_host_key_is_refused_as_a_mismatch(runjob_home, cluster, tmp_path):
+    """known_hosts names the test sshd with another key: HostKeyMismatch, no retry, the advice given."""
+    import paramiko
+
+    from runjob_core.errors import HostKeyMismatch
+    from runjob_core.transport.ssh import SSHTransport
+
+    recorded = Path(cluster.known_hosts).read_text().split()
+    other = paramiko.RSAKey.generate(2048)
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text(f"{recorded[0]} {other.get_name()} {other.get_base64()}\n")
+    transport = SSHTransport(attrs.evolve(cluster, known_hosts=str(wrong)), host_key_advice="ask the admins")
+    with pytest.raises(HostKeyMismatch) as raised:
+        transport.run(["true"])
+    assert (raised.value.host, raised.value.port, raised.value.known_hosts) == (cluster.host, cluster.port, str(wrong))
+    assert str(raised.value).endswith("it changed or someone is in the way; ask the admins")
+    assert transport.connects <= 1
+
+
 def test_plan_refuses_time_over_the_partition_limit(runjob_home, cluster):
     write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [attrs.evolve(cluster, name="under-test")])
     (runjob_home / "long.yaml").write_text("name: long\ncluster: under-test\ncommand: 'true'\n"

@@ -77,3 +77,19 @@ def test_usr1_reaches_every_node(ctx):
         assert f"{rank}: rank {rank} got USR1: saved, exiting to be resumed" in log, log
     latest = ctx.store.latest_attempt(row.id)
     assert (latest.state, latest.exit_code) == ("FAILED", 75)
+
+
+def test_a_node_still_saving_is_not_killed_when_another_asks_to_be_resumed(ctx):
+    """Rank 0 exits 75 at once on the warning, rank 1 takes 3 s to save: srun's --kill-on-bad-exit
+    must not SIGTERM rank 1 for rank 0's 75 (the job ended 15, rank 1 unsaved, before the fix)."""
+    row, submission = submit(ctx, "twonodes-slow", "python3 rendezvous_job.py --wait-usr1 --slow-save 1",
+                             resume={"auto": False})
+    wait_until(lambda: monitor.cycle(ctx, [row.id]) and log_of(ctx, row).count("waiting for the warning") == 2,
+               timeout=120, interval=0.5, what="both nodes to wait")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", submission.backend_job_id], check=True)
+    monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=2.0)
+    log = log_of(ctx, row)
+    for rank in (0, 1):
+        assert f"{rank}: rank {rank} got USR1: saved, exiting to be resumed" in log, log
+    latest = ctx.store.latest_attempt(row.id)
+    assert (latest.state, latest.exit_code) == ("FAILED", 75), log

@@ -20,7 +20,7 @@ def fixture(name: str) -> str:
 
 
 def test_squeue_argv():
-    assert P.squeue_argv("rjuser") == ["env", "SLURM_TIME_FORMAT=%s", "squeue", "-h", "-u", "rjuser", "-t", "all",
+    assert P.squeue_argv("rjuser") == ["env", "SLURM_TIME_FORMAT=%s", "squeue", "-h", "-r", "-u", "rjuser", "-t", "all",
                                        "-o", "%i|%A|%T|%r|%S|%e|%M|%N|%P|%k|%j"]
 
 
@@ -347,3 +347,14 @@ def test_a_batch_step_killed_at_the_limit_stays_timeout():
     rows = P.parse_sacct("40|40|TIMEOUT|0:0|None|1|61|cpu01|00:01:01\n"
                          "40.batch|40.batch|CANCELLED|0:15||1|61|cpu01|00:01:01\n")
     assert P.merge(["40"], {}, rows)["40"].state == "TIMEOUT"
+
+
+def test_find_array_task_by_the_array_script_and_task():
+    text = ("70_0|grid|sbatch --parsable --chdir /s/a /s/a/array-1.sh\n"
+            "70_1|grid|sbatch --parsable --chdir /s/a /s/a/array-1.sh\n"
+            "71|other|sbatch --parsable --chdir /s/b /s/b/run.sh\n"
+            "90_1|grid|sbatch --parsable --chdir /s/a /s/a/array-1.sh\n")
+    assert P.find_array_task(text, "/s/a/array-1.sh", 1) == "90_1"  # the newest array
+    assert P.find_array_task(text, "/s/a/array-1.sh", 0) == "70_0"
+    assert P.find_array_task(text, "/s/a/array-1.sh", 5) is None
+    assert P.find_array_task(text, "/s/b/run.sh", 0) is None

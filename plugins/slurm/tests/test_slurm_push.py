@@ -6,6 +6,8 @@ seen to end through the watcher. They assert on what the events record (which pa
 noticed, how many scheduler polls), not on elapsed time.
 """
 
+import uuid
+
 import attrs
 import pytest
 
@@ -35,7 +37,27 @@ def submit(ctx, name, command):
 
 
 def squeues(ctx):
-    return [c for c in ctx.transport(ctx.clusters["under-test"]).commands if " squeue " in f" {c}"]
+    """The scheduler polls the transport ran. The one `squeue --me` listing at submit (is a job with this
+    spec's tag already running? see runjob_list_tagged) is not a poll of the job: it is left out."""
+    return [c for c in ctx.transport(ctx.clusters["under-test"]).commands
+            if " squeue " in f" {c}" and "squeue --me" not in c]
+
+
+def gated(ctx, name, command):
+    """`command` held until the first monitor cycle has polled: the job cannot end before the
+    monitor has seen it queued or running, however loaded the machine is (a bare `sleep 1` could,
+    and then the first cycle's poll, not the watcher, noticed the end). Returns the job's command
+    and the on_cycle callback that opens the gate."""
+    gate = f"/tmp/runjob-test-gate-{name}-{uuid.uuid4().hex[:8]}"
+    transport = ctx.transport(ctx.clusters["under-test"])
+
+    def open_gate(_result):
+        if not opened:
+            opened.append(gate)
+            assert transport.run(["touch", gate]).ok
+
+    opened: list[str] = []
+    return f"while [ ! -e {gate} ]; do sleep 0.2; done; rm -f {gate}; {command}", open_gate
 
 
 def terminal_event(ctx, job_id):
@@ -47,10 +69,15 @@ def terminal_event(ctx, job_id):
 @pytest.mark.parametrize("how", ["inotify", "stat"])
 def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, how):
     monkeypatch.setenv("RUNJOB_WATCH", how)
-    row, _ = submit(ctx, f"push-{how}", "sleep 2; echo finished-line")
+    command, open_gate = gated(ctx, f"push-{how}", "sleep 1; echo finished-line")
+    row, _ = submit(ctx, f"push-{how}", command)
     history: list[str] = []
-    monitor.watch(ctx, [row.id], min_interval=60.0, max_interval=60.0,
-                  on_cycle=lambda _r: history.extend(w.state for w in _watch.watches(ctx)))
+
+    def on_cycle(result):
+        history.extend(w.state for w in _watch.watches(ctx))
+        open_gate(result)
+
+    monitor.watch(ctx, [row.id], min_interval=60.0, max_interval=60.0, on_cycle=on_cycle)
     attempt = ctx.store.latest_attempt(row.id)
     assert attempt.state == "COMPLETED" and attempt.exit_code == 0
     assert f"alive {how}" in " ".join(history)
@@ -76,8 +103,9 @@ def test_the_shared_agent_runs_the_watcher_for_its_clients(ctx, monkeypatch):
     ctx.close()  # reopen so the transport is the agent's
     context = lifecycle.open_context()
     try:
-        row, _ = submit(context, "push-agent", "sleep 1; echo via-agent")
-        monitor.watch(context, [row.id], min_interval=60.0, max_interval=60.0)
+        command, open_gate = gated(context, "push-agent", "sleep 1; echo via-agent")
+        row, _ = submit(context, "push-agent", command)
+        monitor.watch(context, [row.id], min_interval=60.0, max_interval=60.0, on_cycle=open_gate)
         assert context.store.latest_attempt(row.id).state == "COMPLETED"
         assert terminal_event(context, row.id).data["trigger"] == "watcher"
     finally:

@@ -2,8 +2,9 @@
 a TCP rendezvous on MASTER_ADDR:MASTER_PORT (node 0 listens, the others connect and say
 hello), as torch.distributed's TCP store would.
 
-usage: rendezvous_job.py [--wait-usr1]
+usage: rendezvous_job.py [--wait-usr1] [--slow-save RANK]
 --wait-usr1: after meeting, wait for the time-limit warning, print it per node and exit 75.
+--slow-save RANK: that rank takes 3 s to save after the warning (the others exit at once).
 """
 import os
 import socket
@@ -44,5 +45,7 @@ if "--wait-usr1" in sys.argv:
     print(f"rank {rank} waiting for the warning", flush=True)
     while not should_stop():
         time.sleep(0.1)
+    if "--slow-save" in sys.argv and sys.argv[sys.argv.index("--slow-save") + 1] == str(rank):
+        time.sleep(3)
     print(f"rank {rank} got USR1: saved, exiting to be resumed", flush=True)
     sys.exit(RESUME_EXIT_CODE)

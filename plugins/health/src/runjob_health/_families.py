@@ -32,10 +32,14 @@ class Family(NamedTuple):
 _NANV = rb"[-+]?(?:nan|NaN|NAN|inf|Inf|Infinity|infinity)(?![\w.])"
 # the key starts at "loss"/"grad": a leading "actor/pg_", "train_", "[" etc. does not
 # change whether there is a match, and a leading greedy class would make the
-# search quadratic on long lines
-_LOSS_KEY = rb"(?:(?:loss|Loss|LOSS)[A-Za-z0-9_/.\]-]*|(?:grad[_ ]?norm|gradnorm)[A-Za-z0-9_/.-]*)"
+# search quadratic on long lines; the rest of the key is capped at 100 characters for the
+# same reason ("lossloss..." for a MiB: an unbounded class scans to the end from each "loss")
+_LOSS_KEY = rb"(?:(?:loss|Loss|LOSS)[A-Za-z0-9_/.\]-]{0,100}|(?:grad[_ ]?norm|gradnorm)[A-Za-z0-9_/.-]{0,100})"
 _SEP = rb"['\"\]]?(?:\s*[:=]\s*|\s+)['\"]?(?:tensor\()?"
 _NAN_LOSS = _LOSS_KEY + _SEP + _NANV
+# a tqdm bar's "n/total [...]" then "Killed", its run of digits matched from its first digit
+# ((?<!\d): else every digit of a long number starts a search that backtracks over the rest)
+_BAR_KILLED = rb"(?<!\d)\d+/\d+ \[[^\]]{0,80}\]\s?Killed\b"
 # warnings that quote a failure they recovered from (torchvision's image extension, TF's
 # optional CUDA libraries, bitsandbytes on a CPU-only machine) are not import failures
 _NATIVE_WARNING = (rb"[Ww]arning|Could not load dynamic library|dlerror|W tensorflow/|"
@@ -104,7 +108,7 @@ FAMILIES: tuple[Family, ...] = (
         rb"process \d+ terminated with signal SIGKILL",
         rb"is killed by signal: Killed",
         # "Killed" glued to a tqdm bar (loading checkpoint shards into host RAM)
-        rb"\d+/\d+ \[[^\]]{0,80}\]\s?Killed\b",
+        _BAR_KILLED,
     )),
     # ---------------------------------------------------------------- nan_loss
     Family("nan_loss", "a logged loss or gradient norm is NaN/Inf", (
@@ -276,7 +280,7 @@ FAMILIES: tuple[Family, ...] = (
 # tests/test_health_engines.py checks that each stands for a superset of its pattern.
 PREFILTER: dict[bytes, bytes] = {
     _NAN_LOSS: rb"(?:\s*[:=]\s*|\s+)['\"]?(?:tensor\()?[-+]?(?:nan|NaN|NAN|inf|Inf|Infinity|infinity)(?:[^\w.]|$)",
-    rb"\d+/\d+ \[[^\]]{0,80}\]\s?Killed\b": rb"\]\s?Killed",
+    _BAR_KILLED: rb"\]\s?Killed",
 }
 
 LABEL_ORDER: tuple[str, ...] = tuple(dict.fromkeys(f.label for f in FAMILIES))

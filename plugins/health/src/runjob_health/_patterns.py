@@ -275,9 +275,10 @@ TB_EXIT = (
     rb"|task \d+: (?:Exited|Killed|Terminated)"
     rb"|(?:^|\s)Killed\s*$"
 )
-# lines that look like normal progress / training logging
+# lines that look like normal progress / training logging (a run of digits is matched from its
+# first digit, (?<!\d): else a long number is searched again from each of its digits)
 TB_PROGRESS = (
-    rb"\d+%\||\|\s*\d+/\d+\s*\["
+    rb"(?<!\d)\d+%\||\|\s*\d+/\d+\s*\["
     rb"|\b(?:[Ee]poch|EPOCH|[Ss]tep|STEP|[Ii]ter|[Ii]teration|global_step)\b\W{0,3}\d"
     rb"|\b(?:loss|Loss|train_loss)\b['\"]?\s*[:=]\s*-?\d"
     rb"|\d\s*(?:it/s|s/it|samples/s|tokens/s|tok/s)\b"

@@ -34,11 +34,18 @@ Design (see ``_patterns`` for the speed contract):
   inside it) is reported as warning/continue.  A traceback explained by a
   specific label (inside it, or within ``BURST_LINES`` before it) gives no
   separate ``traceback`` hit.
+* A record longer than ``LINE_MAX`` (a line that never ends) is checked in pieces of
+  ``LINE_MAX`` overlapping by ``LINE_OVERLAP``, all with its line number: a match shorter than
+  the overlap is never cut, the labels of the overlap are said once (same line), a completion
+  row is counted in the one piece where it starts, and the traceback and ``Killed`` steps see
+  the first piece (where a record's structure is).  Only the last ``LINE_MAX`` bytes of an
+  open line are kept, so memory is bounded whatever the line length.
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -57,6 +64,9 @@ TRUNCATION_MIN_ROWS = 20
 TRUNCATION_SHARE = 0.05
 TRUNCATION_EARLY_MIN = 3   # while streaming, need at least this many truncated rows
 TRAINER_CLIPPED_SHARE = 0.25  # share of logged trainer steps with half the completions clipped
+LINE_MAX = 1 << 20         # a longer record is checked in pieces of this size ...
+LINE_OVERLAP = 64 << 10    # ... overlapping by this much
+MAP_BYTES = 64 << 20       # scan_file maps this much of the file at a time
 
 _LABEL_RX = P.compile_label_patterns()
 _LABEL_ORDER = tuple(P.LABEL_PATTERNS)
@@ -190,13 +200,15 @@ class LogScanner:
     def __init__(self, *, max_tokens: int | None = None, start_line: int = 0, engine: str | None = None):
         self.max_tokens = max_tokens
         self.engine = _engine.resolve(engine)
-        # scan_file over a mapped file: the newlines after the last candidate record are only
-        # counted if a line number is asked for (a healthy log needs none)
-        self._lazy_lines = False
-        self._gap = None                 # (buf, lo, hi): newlines not yet added to _line
+        # scan_file over a mapped file: the newlines of stretches with nothing to inspect are
+        # only counted if a line number is asked for (a healthy log needs none)
+        self._lazy: int | None = None    # the file's descriptor, where the feeds are its maps
+        self._base = 0                   # the file offset of the map being fed
+        self._gaps: list[tuple[int, int]] = []  # file ranges whose newlines are not in _line yet
         self._start_line = start_line
         self._line = start_line          # '\n' seen before the current partial record
-        self._partial = b""
+        self._partial = b""              # the open record (its last LINE_MAX bytes at most)
+        self._long = False               # the open record was checked in pieces already
         self._finished = False
         self._last_match: dict[str, int] = {}
         self._last_specific = None       # line of the latest specific-label match
@@ -225,10 +237,9 @@ class LogScanner:
         return self._line
 
     def _count_gap(self) -> None:
-        if self._gap is not None:
-            buf, lo, hi = self._gap
-            self._gap = None
-            self._line += _newlines(buf, lo, hi)
+        if self._gaps:
+            gaps, self._gaps = self._gaps, []
+            self._line += sum(_file_newlines(self._lazy, lo, hi) for lo, hi in gaps)
 
     def feed(self, data: bytes | bytearray | mmap.mmap) -> list[Hit]:
         """Scan the next chunk (any size; a partial last line is kept for the next call)."""
@@ -238,36 +249,27 @@ class LogScanner:
             return []
         if not isinstance(data, (bytes, bytearray, mmap.mmap)):
             data = bytes(data)
-        self._count_gap()
         last = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if last < 0:
-            self._partial += data
-            return []
+            self._grow(data, 0, len(data))
+            return self._take()
         n = data.find(b"\n", 0, last + 1)
         r = data.find(b"\r", 0, last + 1)
         first = n if r < 0 else (r if n < 0 else min(n, r))
-        rec = self._partial + data[:first] if self._partial else data[:first]
-        self._partial = b""
-        self._record(rec, self._line + 1)
+        self._grow(data, 0, first)
+        self._end_record()
         if data[first] == 10:
             self._line += 1
         if first + 1 < last + 1:
             self._scan_region(data, first + 1, last + 1)
-        self._partial = data[last + 1:]
+        self._grow(data, last + 1, len(data))
         return self._take()
 
     def finish(self) -> list[Hit]:
         if self._finished:
             return []
-        if self._partial:
-            rec = self._partial
-            # with newlines still uncounted, an idle scanner skips a last line without anchors
-            # (it would be a no-op) rather than count the whole file for its line number
-            if (self._gap is None or self._event is not None or self._killed is not None
-                    or self._candidates(rec + b"\n", 0, len(rec) + 1)):
-                self._count_gap()
-                self._record(rec, self._line + 1)
-            self._partial = b""
+        if self._partial or self._long:
+            self._end_record()
             self._line += 1
         if self._event is not None:
             self._decide()
@@ -285,6 +287,57 @@ class LogScanner:
         if self._event is not None and self._event.phase == "after":
             self._decide()
         return self._take()
+
+    # ------------------------------------------------------------- the open record
+    def _grow(self, data, lo: int, hi: int) -> None:
+        """Add data[lo:hi] (no line end in it) to the open record; one that reaches LINE_MAX
+        is checked piece by piece as it grows and only its tail is kept."""
+        step = LINE_MAX - LINE_OVERLAP
+        while hi - lo >= LINE_MAX - len(self._partial):
+            take = LINE_MAX - len(self._partial)
+            piece = self._partial + data[lo:lo + take]
+            lo += take
+            self._piece(piece, first=not self._long, own=step)
+            self._long = True
+            self._partial = piece[step:]
+        if hi > lo:
+            self._partial += data[lo:hi]
+
+    def _end_record(self) -> None:
+        """The open record ended (a line end, or the end of the stream)."""
+        rec, self._partial = self._partial, b""
+        long, self._long = self._long, False
+        if long:
+            self._piece(rec, first=False, own=None)
+        elif not self._gaps:
+            self._record(rec, self._line + 1)
+        else:
+            # with newlines still uncounted, an idle scanner skips a record without anchors
+            # (it would be a no-op) rather than count the file's newlines for its line number
+            self._piece(rec, first=True, own=None)
+
+    def _piece(self, rec: bytes, *, first: bool, own: int | None) -> None:
+        """Inspect *rec* (a piece of the open record) if it can change anything."""
+        if (self._event is None and self._killed is None
+                and not self._candidates(rec + b"\n", 0, len(rec) + 1)):
+            return
+        self._count_gap()
+        self._record(rec, self._line + 1, structure=first, own=own)
+
+    def _inspect(self, buf, lo: int, hi: int, families=None) -> None:
+        """Inspect the record buf[lo:hi] of line ``_line + 1``; a long one in pieces."""
+        if hi - lo <= LINE_MAX:
+            self._record(buf[lo:hi], self._line + 1, families)
+            return
+        step = LINE_MAX - LINE_OVERLAP
+        for at in range(lo, hi, step):
+            end = min(at + LINE_MAX, hi)
+            if at == lo:
+                self._record(buf[at:end], self._line + 1, structure=True, own=step)
+            else:
+                self._piece(buf[at:end], first=False, own=None if end == hi else step)
+            if end == hi:
+                break
 
     # ------------------------------------------------------------- regions
     def _take(self) -> list[Hit]:
@@ -311,7 +364,7 @@ class LogScanner:
             r = find(b"\r", pos, n)
             end = r if r >= 0 else n
             if end > pos:
-                self._record(buf[pos:end], self._line + 1)
+                self._inspect(buf, pos, end)
             if buf[end] == 10:
                 self._line += 1
             pos = end + 1
@@ -336,8 +389,8 @@ class LogScanner:
             while ci < nc and cands[ci] < pos:
                 ci += 1
             if ci >= nc:
-                if self._lazy_lines:
-                    self._gap = (buf, pos, hi)
+                if self._lazy is not None:
+                    self._gaps.append((self._base + pos, self._base + hi))
                 else:
                     self._line += _newlines(buf, pos, hi)
                 return
@@ -358,7 +411,8 @@ class LogScanner:
                 while ci < nc and cands[ci] <= end:      # every match that ends in this record
                     families.add(ids[ci])
                     ci += 1
-            self._record(buf[rs:end], self._line + 1, families)
+            self._count_gap()
+            self._inspect(buf, rs, end, families)
             if buf[end] == 10:
                 self._line += 1
             pos = end + 1
@@ -371,9 +425,13 @@ class LogScanner:
         return self._finder.candidates(buf, lo, hi)
 
     # ------------------------------------------------------------- records
-    def _record(self, rec: bytes, line: int, families=None) -> None:
+    def _record(self, rec: bytes, line: int, families=None, *, structure: bool = True,
+                own: int | None = None) -> None:
         """Inspect one record.  *families*: the family ids Hyperscan matched in it (a superset
-        of the families that really match); None means unknown (check every label by anchors)."""
+        of the families that really match); None means unknown (check every label by anchors).
+        A piece of a long record: *structure* False skips the traceback and ``Killed`` steps
+        (they saw the first piece), and completion rows starting at *own* or later are left to
+        the next piece."""
         if type(rec) is not bytes:
             rec = bytes(rec)        # a slice of a reused bytearray chunk
         if not rec.strip():
@@ -405,9 +463,10 @@ class LogScanner:
             m = _RX.tokenizer.search(rec)
             if m is not None:
                 self._tokenizer_overlength(line, _decode(rec, m.start()), m)
-        self._traceback_step(rec, line, bool(matched))
-        self._killed_step(rec, line, any(m[0] == "host_oom" for m in matched))
-        self._truncation_step(rec, line)
+        if structure:
+            self._traceback_step(rec, line, bool(matched))
+            self._killed_step(rec, line, any(m[0] == "host_oom" for m in matched))
+        self._truncation_step(rec, line, own)
 
     def _on_label(self, label: str, line: int, text: str, **how) -> None:
         last = self._last_match.get(label)
@@ -591,12 +650,15 @@ class LogScanner:
                                    detail=f"{int(m.group(1))} > {int(m.group(2))} tokens",
                                    evidence="transformers' tokenizer over-length warning"))
 
-    def _truncation_step(self, rec: bytes, line: int) -> None:
+    def _truncation_step(self, rec: bytes, line: int, own: int | None = None) -> None:
         if self._trunc_done:
             return
         counted = False
+        end = len(rec) if own is None else own
         if b"finish_reason" in rec:
             for m in _RX.finish.finditer(rec):
+                if m.start() >= end:
+                    break
                 v = m.group(1).lower()
                 if v in P.NULL_REASONS:
                     continue
@@ -607,14 +669,16 @@ class LogScanner:
                     self._trunc_last = (line, _decode(rec))
         if self.max_tokens:
             for m in _RX.tokens.finditer(rec):
+                if m.start() >= end:
+                    break
                 counted = True
                 self._tok[0] += 1
                 if int(m.group(1)) >= self.max_tokens:
                     self._tok[1] += 1
                     self._trunc_last = (line, _decode(rec))
         if b"clip" in rec or b"terminated_length" in rec:
-            ratios = [float(m.group(1)) for m in _RX.clipped.finditer(rec)]
-            lengths = [float(m.group(1)) for m in _RX.terminated.finditer(rec)]
+            ratios = [float(m.group(1)) for m in _RX.clipped.finditer(rec) if m.start() < end]
+            lengths = [float(m.group(1)) for m in _RX.terminated.finditer(rec) if m.start() < end]
             if ratios or lengths:
                 counted = True
                 self._clip[0] += 1
@@ -703,32 +767,48 @@ def scan_file(path, *, max_tokens: int | None = None, chunk_size: int = 8 << 20,
               engine: str | None = None) -> list[Hit]:
     """Scan a whole file (in chunks) and return all hits."""
     scanner = LogScanner(max_tokens=max_tokens, engine=engine)
+    hits: list[Hit] = []
     with open(path, "rb") as f:
-        mapped = _map(f) if scanner.engine == "hyperscan" else None
-        if mapped is not None:
-            # one Hyperscan pass over the page cache, no copies; line numbers counted on demand
-            with mapped:
-                scanner._lazy_lines = True
-                hits = scanner.feed(mapped)
-                hits += scanner.finish()
-                scanner._gap = None
-            return hits
-        hits = []
+        size = os.fstat(f.fileno()).st_size
+        if scanner.engine == "hyperscan" and size:
+            # Hyperscan over the page cache, MAP_BYTES at a time: no copies, and what is mapped
+            # is bounded; the line count of a stretch without findings is read on demand only
+            scanner._lazy = f.fileno()
+            for at in range(0, size, MAP_BYTES):
+                length = min(MAP_BYTES, size - at)
+                mapped = _map(f, at, length)
+                if mapped is None:
+                    break           # not a regular file after all: read the rest
+                with mapped:
+                    scanner._base = at
+                    hits.extend(scanner.feed(mapped))
+                f.seek(at + length)
+            else:
+                hits.extend(scanner.finish())
+                return hits
         while True:
+            scanner._base = f.tell()
             chunk = f.read(chunk_size)
             if not chunk:
                 break
             hits.extend(scanner.feed(chunk))
-    hits.extend(scanner.finish())
+        hits.extend(scanner.finish())
     return hits
 
 
-def _map(f):
-    """The file memory-mapped read-only, or None where that is not possible (empty, a pipe)."""
+def _map(f, offset: int, length: int):
+    """Part of the file memory-mapped read-only, or None where that is not possible (a pipe)."""
     try:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return mmap.mmap(f.fileno(), length, offset=offset, access=mmap.ACCESS_READ)
     except (ValueError, OSError):
         return None
+
+
+def _file_newlines(fd: int, lo: int, hi: int) -> int:
+    n = 0
+    for at in range(lo, hi, 16 << 20):
+        n += os.pread(fd, min(hi - at, 16 << 20), at).count(b"\n")
+    return n
 
 
 _STATE_LABELS = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from runjob_core.cli._common import json_option, print_json
+from runjob_core.cli.output import json_option, print_json
 
 
 @click.command("publish")

@@ -43,10 +43,17 @@ def runjob_submit(job, attempt, rendered, cluster, context):
 
 
 @hookimpl
-def runjob_reattach(attempt, context):
+def runjob_reattach(attempt, cluster, context):
     from runjob_local import _runner
 
-    return _runner.reattach(attempt.tag, context)
+    return _runner.reattach(attempt, cluster.name, context)
+
+
+@hookimpl
+def runjob_list_tagged(cluster, context):
+    from runjob_local import _listing
+
+    return _listing.list_tagged(cluster, context)
 
 
 @hookimpl

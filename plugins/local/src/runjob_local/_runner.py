@@ -3,10 +3,13 @@
 Each attempt runs detached in its own session under the shared runner protocol of
 :mod:`runjob_core.transport.detached` (the wrapper records its pid and writes the exit code
 to a file atomically; status reads liveness first, the exit file second, so a job ending
-between the reads is never taken for a lost one). A record per attempt
-(``.runjob/local/<tag>.json``: pid, process start time, paths) lets a restarted runjob find
-the job again; the pid *and* its start time identify the runner, so a reused pid is not
-mistaken for it. Status, by :func:`runjob_core.transport.detached.decide`:
+between the reads is never taken for a lost one). The plugin keeps no per-attempt file of
+its own: what it needs (pid, process start time, paths) is in ``Submission.extra``, which
+the core stores. ``submit`` writes the runner's pid file in the job folder itself, atomically,
+before it returns (the runner writes the same pid there when it runs, maybe later), so a
+runjob killed between starting the runner and recording the submission finds the runner again
+from that file (:func:`reattach`). The pid *and* its start time identify the runner, so a
+reused pid is not mistaken for it. Status, by :func:`runjob_core.transport.detached.decide`:
 
 * an exit-code file -> COMPLETED (0), TIMEOUT (124 from ``timeout``) or FAILED, or
   CANCELLED when the cancel marker came first (it is only written while there is no exit code);
@@ -18,7 +21,6 @@ mistaken for it. Status, by :func:`runjob_core.transport.detached.decide`:
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import time
@@ -32,16 +34,6 @@ from runjob_core.transport import detached
 SOURCE = "runjob-local"
 #: Seconds between SIGTERM and SIGKILL on cancel (time to save a checkpoint).
 KILL_GRACE = float(detached.KILL_GRACE)
-
-
-def _records_dir(context) -> Path:
-    folder = context.state_dir / "local"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _record_path(context, tag: str) -> Path:
-    return _records_dir(context) / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".json")
 
 
 def _files(submission_or_layout_dir: str, n: int) -> detached.RunnerFiles:
@@ -69,13 +61,18 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
         extra.update(_gpus.place(context, cluster, job, attempt, argv, layout.workdir, layout.log_path, _starter(context)))
     else:
         pid, start_time = _starter(context)(argv, layout.workdir, layout.log_path, None)
+        _record_pid(files, pid)
         extra.update(pid=str(pid), start_time=start_time, started_at=repr(time.time()))
     job_id = f"local-{extra['pid']}" if "pid" in extra else f"local-queued-{attempt.job_id}-{attempt.n}"
-    submission = attempt.submission(backend="local", cluster=cluster.name, backend_job_id=job_id, source=SOURCE, extra=extra)
-    from runjob_core.config import record_to_json
+    return attempt.submission(backend="local", cluster=cluster.name, backend_job_id=job_id, source=SOURCE, extra=extra)
 
-    _record_path(context, attempt.tag).write_text(record_to_json(submission))
-    return submission
+
+def _record_pid(files: detached.RunnerFiles, pid: int) -> None:
+    """The runner's pid file, written before submit returns (atomically, as the runner writes
+    it): :func:`reattach` must find a runner that started, however late it runs its first line."""
+    tmp = Path(f"{files.pid}.submit")
+    tmp.write_text(f"{pid}\n")
+    tmp.replace(files.pid)
 
 
 def _starter(context):
@@ -91,13 +88,33 @@ def _starter(context):
     return start
 
 
-def reattach(tag: str, context) -> Submission | None:
-    path = _record_path(context, tag)
-    if not path.is_file():
-        return None
-    from runjob_core.config import record_from_json
+def reattach(attempt, cluster_name: str, context) -> Submission | None:
+    """The attempt's runner, found from what is in its job folder (no record of ours): a
+    GPU-queue row for the tag (it waits for GPUs), else the runner's pid file (``submit``
+    removes a stale one before starting and writes the new one before it returns, so one
+    there is this attempt's). ``None`` when neither exists: the runner never started and the
+    core submits it."""
+    layout = attempt.layout
+    files = _files(layout.job_dir, attempt.n)
+    extra = {"exit_file": files.exit, "cancel_file": files.cancelled}
+    from runjob_local import _gpus
 
-    return record_from_json(path.read_text(), Submission)
+    if _gpus.row(context, attempt.tag) is not None:
+        job_id = f"local-queued-{attempt.job_id}-{attempt.n}"
+    else:
+        try:
+            pid_text = Path(files.pid).read_text().strip()
+            started_at = Path(files.pid).stat().st_mtime
+        except FileNotFoundError:
+            return None
+        if not pid_text.isdigit():
+            return None
+        # A runner already gone gets a start time no process has: it is then never taken
+        # for a live one under a reused pid; its exit file (or LOST) decides.
+        start_time = detached.process_start_time(int(pid_text)) or "gone"
+        extra.update(pid=pid_text, start_time=start_time, started_at=repr(started_at))
+        job_id = f"local-{pid_text}"
+    return attempt.submission(backend="local", cluster=cluster_name, backend_job_id=job_id, source=SOURCE, extra=extra)
 
 
 def _status(submission: Submission, context) -> JobStatus:

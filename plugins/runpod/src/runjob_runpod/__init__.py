@@ -64,6 +64,13 @@ def runjob_reattach(job, attempt, tag, cluster, context):
 
 
 @hookimpl
+def runjob_list_tagged(cluster, context):
+    from runjob_runpod import _backend
+
+    return _backend.list_tagged(cluster, context)
+
+
+@hookimpl
 def runjob_poll(submissions, cluster, context):
     from runjob_runpod import _backend
 

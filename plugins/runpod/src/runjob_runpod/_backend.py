@@ -20,6 +20,7 @@ lists the pods still paid for and can return them.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from runjob_core.transport import detached
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
     ACTIVE_STATES, CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan,
-    Submission,
+    Submission, TaggedJob,
 )
 from runjob_runpod import _api, _settings, _ssh, _state
 
@@ -282,6 +283,32 @@ def _record_files(record: _state.PodRecord) -> _ssh.JobFiles:
 
 
 # ---------------------------------------------------------------------- reattach
+
+
+_POD_TAG = re.compile(r"runjob-(rj-[0-9a-z]+)-([1-9][0-9]*)-(.+)")
+
+
+def list_tagged(cluster, context) -> list[TaggedJob]:
+    """Every pod of the account named after a runjob tag and not terminated (one API list):
+    the tag and the job's folder come back from the pod's name (:func:`pod_name`)."""
+    from runjob_core.staging import scratch_root
+
+    scratch = scratch_root(cluster, None, context.state_dir)
+    jobs = []
+    for pod in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX):
+        match = _POD_TAG.fullmatch(pod.name)
+        if match is None or pod.status in _GONE:
+            continue
+        job_id, n, name = match.groups()
+        machine = None
+        if pod.reachable:
+            machine = Machine(id=pod.id, host=pod.ssh_host, port=pod.ssh_port or 22, user="root", source=SOURCE,
+                              data={"pod_name": pod.name, "gpu": f"{pod.gpu_count} x {pod.gpu_id}",
+                                    "usd_per_hour": pod.cost_per_hour})
+        jobs.append(TaggedJob(tag=f"runjob:{job_id}:{n}", backend_job_id=pod.id, source=SOURCE,
+                              state=RUNNING if pod.reachable else PENDING,
+                              job_dir=f"{scratch}/jobs/{name}/{job_id}", machine=machine))
+    return jobs
 
 
 def reattach(job, attempt, tag, cluster, context) -> Submission | None:

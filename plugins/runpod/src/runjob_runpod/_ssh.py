@@ -61,7 +61,9 @@ class PodSSH(SSHTransport):
     """An SSH transport to one pod, its host key pinned on first contact."""
 
     def __init__(self, cluster: ClusterConfig, pod_id: str, pins: Path) -> None:
-        super().__init__(cluster)
+        advice = (f"runjob pinned pod {pod_id}'s key when it created the pod ({pins}); refusing to connect: "
+                  "it is not the machine runjob rented")
+        super().__init__(cluster, host_key_advice=advice)
         self.pod_id = pod_id
         self.pins = pins
         self.label = f"ssh root@{cluster.host}:{cluster.port} (pod {pod_id})"
@@ -71,16 +73,6 @@ class PodSSH(SSHTransport):
 
     def expand(self, path: str) -> str:
         return expand(path)
-
-    def _new_client(self, host, port, user, sock=None):
-        try:
-            return super()._new_client(host, port, user, sock)
-        except TransportError as exc:
-            if "does not match known_hosts" in str(exc):
-                message = (f"pod {self.pod_id} at {host}:{port} showed a different host key than the one runjob pinned when "
-                           f"it created the pod ({self.pins}); refusing to connect: it is not the machine runjob rented")
-                raise TransportError(message) from None
-            raise
 
 
 def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str | None, port: int | None,

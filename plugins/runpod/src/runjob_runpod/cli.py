@@ -7,7 +7,7 @@ import time
 
 import click
 
-from runjob_core.cli._common import json_option, print_json, print_table
+from runjob_core.cli.output import json_option, print_json, print_table
 
 
 @click.command("pods")

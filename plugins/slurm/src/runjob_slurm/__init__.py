@@ -54,10 +54,24 @@ def runjob_submit(job, attempt, rendered, cluster, transport):
 
 
 @hookimpl
+def runjob_submit_array(jobs, attempts, rendereds, name, cluster, transport, max_parallel):
+    from runjob_slurm import _array
+
+    return _array.submit(jobs, attempts, rendereds, name, cluster, transport, max_parallel)
+
+
+@hookimpl
 def runjob_reattach(attempt, cluster, context):
     from runjob_slurm import _backend
 
     return _backend.reattach(attempt, cluster, context)
+
+
+@hookimpl
+def runjob_list_tagged(cluster, context):
+    from runjob_slurm import _backend
+
+    return _backend.list_tagged(cluster, context)
 
 
 @hookimpl

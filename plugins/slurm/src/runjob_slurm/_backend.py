@@ -11,7 +11,7 @@ from pathlib import Path
 
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.config import format_slurm_time, parse_duration
-from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission
+from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission, TaggedJob
 from runjob_slurm import _diagnose, _parse
 
 SOURCE = "runjob-slurm"
@@ -104,7 +104,15 @@ def _statuses(transport, submissions, ids: list[str], queued: dict, gone: list[s
     statuses = {}
     submitted = {s.backend_job_id: s.submitted_at for s in submissions}
     hints: dict[tuple, str | None] = {}  # hundreds of jobs wait for the same reason in the same partition
+    by_id = {s.backend_job_id: s for s in submissions}
     for job_id, info in merged.items():
+        if info.state == "LOST" and "_" in job_id:
+            from runjob_slurm import _array
+
+            cancelled = _array.cancelled_while_pending(transport, by_id[job_id])
+            if cancelled is not None:
+                statuses[job_id] = cancelled
+                continue
         if info.state == "LOST" and time.time() - submitted[job_id] < SACCT_GRACE_SECONDS:
             # Left squeue before slurmdbd recorded it (that can take seconds): not lost yet.
             statuses[job_id] = JobStatus(state="RUNNING", source=SOURCE, reason="finishing; waiting for accounting to record it")
@@ -136,13 +144,29 @@ def reattach(attempt, cluster, context) -> Submission | None:
     transport = context.transport(cluster)
     user = _user(transport, cluster, context)
     queue = _ask(transport, cluster, _parse.squeue_argv(user))
-    job_id = _parse.find_by_comment(_parse.parse_squeue(queue), tag)
+    rows = _parse.parse_squeue(queue)
+    job_id = _parse.find_by_comment(rows, tag)
+    if job_id is None:  # an element of a job array (runjob_slurm._array): found by the array's marker
+        from runjob_slurm import _array
+
+        since = _parse.attempt_window_start(attempt.job_id)
+        job_id = _array.find_task(transport, attempt, rows,
+                                  lambda: _ask(transport, cluster, _parse.sacct_reattach_argv(user, since)))
     if job_id is None:
         job_id = _find_in_accounting(transport, cluster, user, attempt)
     if job_id is None:
         return None
     return attempt.submission(backend="slurm", cluster=cluster.name, backend_job_id=job_id, source=SOURCE,
                               extra={"script": attempt.layout.script_path, "reattached": "1"})
+
+
+def list_tagged(cluster, context) -> list[TaggedJob]:
+    """Every live job of the cluster's user carrying a runjob tag (one squeue), with its folder."""
+    result = context.transport(cluster).run(_parse.squeue_tagged_argv())
+    if not result.ok:
+        raise TransportError(f"squeue failed on {cluster.name} (exit {result.returncode}): {result.stderr.strip()}")
+    return [TaggedJob(tag=tag, backend_job_id=job_id, state=state, source=SOURCE, job_dir=folder)
+            for job_id, state, folder, tag in _parse.parse_tagged(result.stdout)]
 
 
 def _ask(transport, cluster, argv: list[str]) -> str:
@@ -166,9 +190,17 @@ def _find_in_accounting(transport, cluster, user: str, attempt) -> str | None:
 def cancel(submissions, cluster, context) -> list[str]:
     transport = context.transport(cluster)
     ids = [s.backend_job_id for s in submissions]
+    tasks = [s for s in submissions if "_" in s.backend_job_id]
+    pending = []
+    if tasks:  # an array task cancelled before it started leaves no trace in squeue or sacct: mark it
+        from runjob_slurm import _array
+
+        pending = _array.pending_tasks(transport, _user(transport, cluster, context), tasks)
     result = transport.run(["scancel", *ids])
     if not result.ok and "Invalid job id" not in result.stderr:
         raise BackendError(f"scancel failed on {cluster.name}: {result.stderr.strip()}")
+    if pending:
+        _array.mark_cancelled(transport, pending)
     return ids
 
 

@@ -50,13 +50,36 @@ def squeue_argv(user: str) -> list[str]:
     their comments (runjob's tags): for reattaching.
 
     ``-u`` is filtered in slurmctld; ``-j ids`` would make it send every job record."""
-    return [*TIME_ENV, "squeue", "-h", "-u", user, "-t", "all", "-o", SQUEUE_FORMAT]
+    return [*TIME_ENV, "squeue", "-h", "-r", "-u", user, "-t", "all", "-o", SQUEUE_FORMAT]
 
 
 def squeue_poll_argv(user: str) -> list[str]:
-    """*user*'s live jobs, compactly: one poll. Jobs that ended are asked of sacct instead
+    """*user*'s live jobs, compactly: one poll; ``-r``: one line per array task (``ARRAYID_TASK``),
+    pending ones too. Jobs that ended are asked of sacct instead
     (squeue has no exit codes anyway), so finished records in MinJobAge cost nothing."""
-    return [*TIME_ENV, "squeue", "-h", "-u", user, "-o", SQUEUE_POLL_FORMAT]
+    return [*TIME_ENV, "squeue", "-h", "-r", "-u", user, "-o", SQUEUE_POLL_FORMAT]
+
+
+#: Listing runjob's jobs for adoption: id, state, working folder (``--chdir``: the job's
+#: folder, where runjob.json is) and comment (the tag) last (a foreign comment may hold '|').
+SQUEUE_TAGGED_FORMAT = "%i|%T|%Z|%k"
+
+
+def squeue_tagged_argv() -> list[str]:
+    """The caller's live jobs with their folders and comments, in one call."""
+    return ["squeue", "--me", "-h", "-o", SQUEUE_TAGGED_FORMAT]
+
+
+def parse_tagged(text: str) -> list[tuple[str, str, str | None, str]]:
+    """``squeue_tagged_argv`` output -> (job id, runjob state, folder, tag) of each job whose
+    comment is a runjob tag."""
+    jobs = []
+    for line in _lines(text):
+        parts = line.split("|", 3)
+        if len(parts) == 4 and parts[3].startswith("runjob:"):
+            job_id, state, folder, tag = parts
+            jobs.append((job_id, map_state(state, "", None)[0], _opt(folder), tag.strip()))
+    return jobs
 
 
 def sacct_argv(job_ids: Iterable[str], chunk: int = SACCT_CHUNK) -> list[list[str]]:
@@ -84,6 +107,20 @@ def find_by_script(sacct_output: str, script_path: str) -> str | None:
         _name, _, submit_line = rest.partition("|")
         if script_path and submit_line.strip().endswith(" " + script_path) and job_id.isdigit():
             if found is None or int(job_id) > int(found):
+                found = job_id
+    return found
+
+
+def find_array_task(sacct_output: str, script_path: str, task: int) -> str | None:
+    """``ARRAYID_TASK`` of task *task* of the newest array whose submit line ends with
+    *script_path* (``sacct_reattach_argv`` output)."""
+    found = None
+    for line in sacct_output.splitlines():
+        job_id, _, rest = line.partition("|")
+        _name, _, submit_line = rest.partition("|")
+        array_id, sep, index = job_id.partition("_")
+        if sep and array_id.isdigit() and index == str(task) and submit_line.strip().endswith(" " + script_path):
+            if found is None or int(array_id) > int(found.partition("_")[0]):
                 found = job_id
     return found
 

@@ -1,0 +1,170 @@
+"""Sweeps (issue 26) against the raw tools, on the test cluster (scripts/test-cluster.sh up).
+
+1. Submitting an N-element sweep (runjob's own work: N jobs recorded, rendered and staged, then
+   one ``sbatch --array``) vs one raw ``sbatch --array=0-(N-1)%1`` of a script over the same open
+   SSH connection (target in the issue: at most 1.5x; the staging of N job folders is most of it).
+2. One poll of the array's N tasks (the backend's ``runjob_poll``: one ``squeue -r``, sacct only for
+   tasks that left the queue) and one whole monitor cycle, vs one raw ``squeue -h -r -u USER`` over
+   the same connection (target: at most 1.2x).
+3. ``runjob report SWEEP --json`` data (``_report.build``) of an N-element sweep whose elements each
+   collected 100 scored rows, in a local store (target: at most 2 s).
+
+Arrays run ``true`` with ``%1`` and are cancelled at the end (only this run's, by id).
+
+Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import median_ms, show, time_call, time_interleaved  # noqa: E402
+
+from runjob_core.testing import write_clusters_yaml  # noqa: E402
+from runjob_slurm.testing import read_cluster_env, slurm_cluster_config  # noqa: E402
+
+
+def sweep_spec(name: str, n: int) -> dict:
+    return {"name": name, "command": "true", "cluster": "bench",
+            "sweep": {"params": {"i": list(range(n))}, "max_parallel": 1}}
+
+
+def submit_section(args, context, cluster, user: str, arrays: list[str]) -> list:
+    from runjob_core.sweep import _run, sweep_from_mapping
+
+    transport = context.transport(cluster)
+    folder = f"{cluster.scratch_path}/bench-raw"
+    transport.makedirs(folder)
+    raw_script = f"{folder}/array.sh"
+    transport.put_text(raw_script, "#!/bin/bash\n#SBATCH --output=/dev/null\ntrue\n", mode=0o755)
+    raw_argv = ["sbatch", "--parsable", "--array", f"0-{args.elements - 1}%1", "-p", "debug",
+                *(["-A", cluster.default_account] if cluster.default_account else []), raw_script]
+    rows = []
+
+    def raw() -> None:
+        result = transport.run(raw_argv, idempotent=False)
+        arrays.append(result.stdout.strip().split(";")[0])
+
+    def ours() -> None:
+        name = f"bsw{len(rows)}{os.getpid()}"
+        rows.append(name)
+        sweep = sweep_from_mapping(sweep_spec(name, args.elements), source=f"{name}.yaml", base_dir=str(Path.cwd()))
+        row = _run.record(context, sweep)
+        _run.start(context, sweep, row, limit=1)
+        ids = {context.store.latest_attempt(j.id).backend_job_id.split("_")[0]
+               for j in _run.element_jobs(context.store, row.id).values()}
+        assert len(ids) == 1, ids  # one sbatch: one array
+        arrays.extend(ids)
+
+    samples = time_interleaved([raw, ours], args.reps)
+    show(f"1. submit a {args.elements}-element sweep (one array)", [
+        (f"raw: sbatch --array=0-{args.elements - 1}%1 (same connection)", samples[0]),
+        ("runjob: record + render + stage N jobs + one sbatch --array", samples[1]),
+    ], target="<= 1.5x")
+    per_element = median_ms(samples[1]) / args.elements
+    print(f"   runjob per element: {per_element:.2f} ms (staging each element's own folder)")
+    return rows
+
+
+def poll_section(args, context, cluster, user: str, name: str) -> None:
+    from runjob_core import monitor
+    from runjob_core.sweep import _run
+    from runjob_slurm import _backend
+
+    transport = context.transport(cluster)
+    row = context.store.find_sweep(name)
+    jobs = list(_run.element_jobs(context.store, row.id).values())
+    submissions = [context.store.latest_attempt(j.id).submission for j in jobs]
+    ids = [j.id for j in jobs]
+
+    def raw() -> None:
+        transport.run(["squeue", "-h", "-r", "-u", user])
+
+    def poll() -> None:
+        context.scratchpad("runjob-slurm:live-lines").clear()  # no memo: every line parsed
+        _backend.poll(submissions, cluster, context)
+
+    def cycle() -> None:
+        monitor.cycle(context, ids)
+
+    samples = time_interleaved([raw, poll, cycle], args.reps)
+    show(f"2. one poll of the array's {len(jobs)} tasks", [
+        ("raw: squeue -h -r -u USER (same connection)", samples[0]),
+        ("runjob_poll (slurm backend, one squeue -r)", samples[1]),
+        ("monitor.cycle (poll + store + health)", samples[2]),
+    ], target="<= 1.2x")
+
+
+def report_section(args) -> None:
+    from runjob_core.collecting import manifest, results_folder
+    from runjob_core.store import Store
+    from runjob_core.sweep import _report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        store = Store(Path(tmp) / ".runjob" / "state.db")
+        elements = [{"index": i, "name": f"i-{i}", "values": {"i": i}, "job": f"rep-i-{i}", "spec_hash": "x"}
+                    for i in range(args.elements)]
+        store.create_sweep(sweep_id="sw-bench", name="rep", spec_hash="h", spec_json="{}",
+                           elements_json=json.dumps(elements), max_parallel=1)
+        for element in elements:
+            job_id = store.create_job(name=element["job"], cluster="local", backend="local", spec_json="{}",
+                                      spec_hash="x", spec_path=None, sweep_id="sw-bench", sweep_index=element["index"])
+            attempt = store.begin_attempt(job_id)
+            store.record_submission(job_id, attempt.n, "{}", f"local-{element['index']}", time.time())
+            store.update_attempt(job_id, attempt.n, state="COMPLETED", started_at=time.time() - 60, ended_at=time.time())
+            store.add_event(job_id, "collected", "collected")
+            dest = results_folder(store.get_job(job_id))
+            dest.mkdir(parents=True)
+            with open(dest / "results.jsonl", "w") as out:
+                for r in range(100):
+                    out.write(json.dumps({"id": r, "response": "x", "score": (r * 7 + element["index"]) % 3 == 0}) + "\n")
+            manifest.write(dest, job_id, attempt.n, ["results.jsonl"], final=True)
+        samples = time_call(lambda: _report.build(store, store.find_sweep("rep")), args.reps)
+        store.close()
+    show(f"3. runjob report of a {args.elements}-element sweep (100 rows each)", [("report build", samples)],
+         target="<= 2 s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--elements", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--only", default="submit,poll,report")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if "report" in only:
+        report_section(args)
+    if not only & {"submit", "poll"}:
+        return
+    from runjob_core import lifecycle
+
+    env = read_cluster_env()
+    work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    os.chdir(work)
+    cluster = slurm_cluster_config(env, name="bench")
+    write_clusters_yaml(work / ".runjob" / "clusters.yaml", [cluster])
+    context = lifecycle.open_context()
+    user = env["RUNJOB_TEST_SSH_USER"]
+    arrays: list[str] = []
+    try:
+        names = submit_section(args, context, cluster, user, arrays)
+        if "poll" in only:
+            poll_section(args, context, cluster, user, names[-1])
+    finally:
+        if arrays:
+            context.transport(cluster).run(["scancel", *arrays])
+        print(f"\ncancelled this run's arrays: {' '.join(shlex.quote(a) for a in arrays)}")
+        context.close()
+
+
+if __name__ == "__main__":
+    main()

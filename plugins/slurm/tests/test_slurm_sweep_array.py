@@ -1,0 +1,204 @@
+"""A sweep on the real SLURM test cluster: its elements go out as one job array
+(``sbatch --array=0-N%K``), each element still its own runjob job.
+
+The element is a small Python script run by the node's python3: it counts how many elements
+run at once (in a folder on the cluster's scratch), waits while a gate file exists, fails for
+lr 0.3 / seed 2 unless a 'fixed' file exists, and writes 5 rows.
+"""
+
+import shlex
+import time
+import uuid
+
+import pytest
+
+from runjob_core import lifecycle
+from runjob_core.sweep import _array, _run, sweep_from_mapping
+from runjob_core.testing import wait_until, write_clusters_yaml
+from runjob_slurm.testing import slurm_cluster_config
+
+pytestmark = pytest.mark.slurm
+
+ELEMENT = r'''
+import json, os, pathlib, sys, time
+params = json.load(open(os.environ["RUNJOB_PARAMS"]))
+shared = pathlib.Path(os.environ["SWEEP_DIR"])
+me = shared / "running" / f"{params['lr']}-{params['seed']}"
+me.mkdir(parents=True)
+with open(shared / "overlap.txt", "a") as out:
+    out.write(f"{len(list((shared / 'running').iterdir()))}\n")
+while (shared / "gate").exists():
+    time.sleep(0.2)
+time.sleep(1)
+me.rmdir()
+if params["lr"] == 0.3 and params["seed"] == 2 and not (shared / "fixed").exists():
+    sys.exit(1)
+results = pathlib.Path(os.environ["RUNJOB_RESULTS"])
+results.mkdir(parents=True, exist_ok=True)
+with open(results / "rows.jsonl", "w") as f:
+    for i in range(5):
+        f.write(json.dumps({"id": i, "response": "x", "score": (i + params["seed"]) % 2}) + "\n")
+'''
+
+
+@pytest.fixture
+def ctx(runjob_home, slurm_env):
+    cluster = slurm_cluster_config(slurm_env, name="under-test")
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [cluster])
+    (runjob_home / "project").mkdir()
+    (runjob_home / "project" / "element.py").write_text(ELEMENT)
+    context = lifecycle.open_context()
+    yield context
+    for job_id in {a.job_id for a in context.store.active_attempts()}:
+        lifecycle.cancel(context, context.store.get_job(job_id))
+    context.close()
+
+
+@pytest.fixture
+def shared(ctx):
+    """A folder on the cluster's scratch the elements share (the overlap count, the gate)."""
+    folder = f"{ctx.clusters['under-test'].scratch_path}/sweep-{uuid.uuid4().hex[:8]}"
+    yield folder
+    remote(ctx, f"rm -rf {shlex.quote(folder)}")
+
+
+def make_sweep(shared, runjob_home, *, max_parallel=2, name="arr"):
+    spec = {"name": name, "command": "python3 element.py", "cluster": "under-test", "workdir": "project",
+            "env": {"SWEEP_DIR": shared},
+            "sweep": {"params": {"lr": [0.1, 0.3], "seed": [1, 2, 3]}, "max_parallel": max_parallel}}
+    return sweep_from_mapping(spec, source=str(runjob_home / f"{name}.yaml"), base_dir=str(runjob_home))
+
+
+def remote(ctx, command: str):
+    return ctx.transport(ctx.clusters["under-test"]).run(["bash", "-c", command])
+
+
+def ids_of(ctx, row):
+    return [ctx.store.latest_attempt(job.id).backend_job_id for job in _run.element_jobs(ctx.store, row.id).values()]
+
+
+def test_grid_goes_out_as_one_array_bounded_by_max_parallel(ctx, shared, runjob_home):
+    sweep = make_sweep(shared, runjob_home)
+    row = _run.record(ctx, sweep)
+    driven = _run.drive(ctx, sweep, row, checks=[], interval=1.0)
+    ids = ids_of(ctx, row)
+    array = ids[0].split("_")[0]
+    assert ids == [f"{array}_{i}" for i in range(6)]  # one array, task i = element i
+    # sacct of the array's id lists its 6 tasks, one array job id for all (22.05 has no ArrayJobID field).
+    accounted = remote(ctx, f"sacct -n -X -P -o JobID -j {array}").stdout.split()
+    assert sorted(accounted) == sorted(f"{array}_{i}" for i in range(6))
+    overlap = [int(n) for n in remote(ctx, f"cat {shlex.quote(shared)}/overlap.txt").stdout.split()]
+    assert len(overlap) == 6 and max(overlap) <= 2  # %2: never more than 2 tasks running
+    states = [e["state"] for e in driven.elements]
+    assert states == ["COMPLETED"] * 4 + ["FAILED", "COMPLETED"]
+    assert all(e["done"] for e in driven.elements if e["index"] != 4)
+    for element in driven.elements:
+        if element["done"]:
+            rows = (runjob_home / "results" / element["job"] / "rows.jsonl").read_text().splitlines()
+            assert len(rows) == 5
+
+    # The failed element alone is resubmitted: its own sbatch, not the array again.
+    remote(ctx, f"touch {shlex.quote(shared)}/fixed")
+    driven = _run.drive(ctx, sweep, row, checks=[], restart_ended=True, interval=1.0)
+    assert all(e["done"] for e in driven.elements)
+    failed = _run.element_jobs(ctx.store, row.id)[4]
+    attempts = ctx.store.attempts(failed.id)
+    assert [a.n for a in attempts] == [1, 2] and "_" not in attempts[1].backend_job_id
+    assert ids_of(ctx, row)[:4] == [f"{array}_{i}" for i in range(4)]
+
+
+def test_cancel_of_one_element_cancels_one_task(ctx, shared, runjob_home):
+    remote(ctx, f"mkdir -p {shlex.quote(shared)} && touch {shlex.quote(shared)}/gate")
+    sweep = make_sweep(shared, runjob_home, max_parallel=3, name="gated")
+    row = _run.record(ctx, sweep)
+    _run.start(ctx, sweep, row, limit=3)
+    jobs = _run.element_jobs(ctx.store, row.id)
+    assert len(jobs) == 6
+    wait_until(lambda: remote(ctx, f"ls {shlex.quote(shared)}/running").stdout.split().__len__() == 3, timeout=120,
+               what="3 tasks running at the gate")
+    lifecycle.cancel(ctx, jobs[1])  # running: its task alone is cancelled
+    lifecycle.cancel(ctx, jobs[5])  # pending behind %3: SLURM keeps no record of it; runjob's marker says CANCELLED
+    assert ctx.store.latest_attempt(jobs[1].id).state == "CANCELLED"
+    assert ctx.store.latest_attempt(jobs[5].id).state == "CANCELLED"
+    ids = ids_of(ctx, row)
+    listed = remote(ctx, f"squeue -h -r -o '%i' -j {ids[0].split('_')[0]}").stdout.split()
+    assert set(listed) == set(ids) - {ids[1], ids[5]}  # the other four tasks go on
+    remote(ctx, f"rm -f {shlex.quote(shared)}/gate; touch {shlex.quote(shared)}/fixed")
+    driven = _run.drive(ctx, sweep, row, checks=[], interval=1.0)
+    assert [e["state"] for e in driven.elements] == ["COMPLETED", "CANCELLED"] + ["COMPLETED"] * 3 + ["CANCELLED"]
+
+
+def test_killed_after_sbatch_reattaches_every_task_without_a_second_array(ctx, shared, runjob_home, monkeypatch):
+    remote(ctx, f"mkdir -p {shlex.quote(shared)} && touch {shlex.quote(shared)}/gate")
+    sweep = make_sweep(shared, runjob_home, max_parallel=2, name="killed")
+    row = _run.record(ctx, sweep)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # runjob dies after the scheduler took the array, before recording it
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ctx.store, "record_submission", killed)
+        with pytest.raises(KeyboardInterrupt):
+            _array.submit_group(ctx, sweep, row, list(range(6)), limit=2)
+    jobs = _run.element_jobs(ctx.store, row.id)
+    assert {ctx.store.latest_attempt(j.id).state for j in jobs.values()} == {"SUBMITTING"}
+    _run.settle(ctx, row)  # the rerun's first step: each element found by its tag's array marker
+    ids = ids_of(ctx, row)
+    array = ids[0].split("_")[0]
+    assert ids == [f"{array}_{i}" for i in range(6)]
+    comment = f"runjob-array:{ctx.store.attempts(jobs[0].id)[0].tag}"
+    tags = {ctx.store.latest_attempt(j.id).tag for j in jobs.values()}
+    listed = [line.split("|", 1) for line in remote(ctx, "squeue -h -r --me -t all -o '%i|%k'").stdout.splitlines()]
+    assert sorted(job_id for job_id, tag in listed if tag == comment) == sorted(ids)
+    assert not [job_id for job_id, tag in listed if tag in tags]  # no element was submitted again on its own
+    remote(ctx, f"rm -f {shlex.quote(shared)}/gate")
+    reattached = [e for j in jobs.values() for e in ctx.store.events(j.id, kinds=("reattached",))]
+    assert len(reattached) == 6 and all("not submitting again" in e.message for e in reattached)
+
+
+def test_two_concurrent_runs_make_one_array(ctx, shared, runjob_home):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    remote(ctx, f"mkdir -p {shlex.quote(shared)} && touch {shlex.quote(shared)}/fixed")
+    name = f"twice{uuid.uuid4().hex[:6]}"  # the array's job name: only this test's arrays carry it
+    spec = make_sweep(shared, runjob_home, name=name).spec
+    (runjob_home / "twice.yaml").write_text(yaml.safe_dump(spec))
+    runjob = str(Path(sys.executable).parent / "runjob")
+    runs = [subprocess.Popen([runjob, "run", "twice.yaml", "--yes", "--interval", "1"], cwd=runjob_home,
+                             env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    row = ctx.store.find_sweep(name)
+    ids = ids_of(ctx, row)
+    array = ids[0].split("_")[0]
+    assert ids == [f"{array}_{i}" for i in range(6)]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3 * 3600))
+    accounted = remote(ctx, f"sacct -n -X -P -o JobID,JobName -S {since} --name {name}").stdout.split()
+    assert sorted(accounted) == sorted(f"{array}_{i}|{name}" for i in range(6))  # one array, no second one
+
+
+def test_an_element_that_times_out_is_resumed_alone(ctx, shared, runjob_home):
+    from pathlib import Path
+
+    rows_job = Path(__file__).resolve().parents[3] / "tests" / "data" / "jobs" / "rows_job.py"
+    (runjob_home / "project" / "rows_job.py").write_text(rows_job.read_text())
+    spec = {"name": "slow", "cluster": "under-test", "workdir": "project", "command": "python3 rows_job.py 5 0.1",
+            "resources": {"time": "1"},
+            "sweep": {"params": {"command": ["python3 rows_job.py 5 0.1", "python3 rows_job.py 250 0.35"]}}}
+    sweep = sweep_from_mapping(spec, source=str(runjob_home / "slow.yaml"), base_dir=str(runjob_home))
+    row = _run.record(ctx, sweep)
+    driven = _run.drive(ctx, sweep, row, checks=[], interval=2.0)
+    assert all(e["done"] for e in driven.elements)
+    quick, slow = (ctx.store.attempts(job.id) for job in _run.element_jobs(ctx.store, row.id).values())
+    array = quick[0].backend_job_id.split("_")[0]
+    assert [a.backend_job_id for a in quick] == [f"{array}_0"]
+    assert slow[0].backend_job_id == f"{array}_1" and slow[0].state == "TIMEOUT"
+    assert all("_" not in a.backend_job_id for a in slow[1:]) and slow[-1].state == "COMPLETED"  # alone, not the array
+    rows = (runjob_home / "results" / driven.elements[1]["job"]).rglob("*.jsonl")
+    assert sum(len(p.read_text().splitlines()) for p in rows) == 250

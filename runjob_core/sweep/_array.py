@@ -1,0 +1,110 @@
+"""Submitting a group of a sweep's elements that share a resource shape in one request
+(``runjob_submit_array``: one SLURM job array), each still an ordinary job.
+
+Each element gets its job row, its ``SUBMITTING`` attempt with its own tag, its rendered
+script and its staged folder exactly as :func:`runjob_core.lifecycle.submit` makes them; then
+the backend is asked once for all of them. A runjob killed at any point leaves each element
+either without an attempt (submitted on the next run) or ``SUBMITTING`` with its tag (the
+next run reattaches it through ``runjob_reattach``, which finds its array task, or submits it
+alone): no element is submitted twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from runjob_core import _plugin_errors, config, lifecycle, staging
+from runjob_core.context import RunContext
+from runjob_core.errors import BackendError, RefusedError, RunjobError, TransportError
+from runjob_core.store import SweepRow, new_job_id
+
+
+def supported(context: RunContext, cluster) -> bool:
+    """Whether the cluster's backend implements ``runjob_submit_array``."""
+    return bool(context.hook("runjob_submit_array", cluster.type).get_hookimpls())
+
+
+def submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int], *, limit: int,
+                 spec_path: str | None = None, estimates: dict | None = None) -> None:
+    # Each element's submit:<job id> is held from its attempt's start until its submission is
+    # recorded, as lifecycle.submit holds it for one job: another process that finds the attempt
+    # SUBMITTING meanwhile waits instead of reattaching (not found yet) and submitting it alone.
+    with contextlib.ExitStack() as held:
+        _submit_group(context, sweep, row, indices, limit=limit, spec_path=spec_path, estimates=estimates, held=held)
+
+
+def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int], *, limit: int, spec_path, estimates,
+                  held: contextlib.ExitStack) -> None:
+    store = context.store
+    cluster = lifecycle.cluster_for(context, sweep.jobs[indices[0]])
+    transport = context.transport(cluster)
+    prepared = []  # (job row, job, attempt, rendered)
+    for index in indices:
+        job = sweep.jobs[index]
+        spec_hash = config.spec_hash(job)
+        with store.claim(f"spec:{job.name}:{spec_hash}:full"):
+            followed = lifecycle._follow_existing(context, job, cluster, spec_hash, "full")
+            if followed is not None:  # another process submitted it meanwhile: it is this element
+                if followed[0].sweep_id != row.id:
+                    store.set_job(followed[0].id, sweep_id=row.id, sweep_index=index)
+                continue
+            job_id = new_job_id()
+            store.create_job(job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type,
+                             spec_json=config.job_to_json(job), spec_hash=spec_hash, spec_path=spec_path,
+                             sweep_id=row.id, sweep_index=index)
+            held.enter_context(store.claim(f"submit:{job_id}"))
+            attempt_row = store.begin_attempt(job_id)
+        job_row = store.get_job(job_id)
+        context.event(job_id, "created", f"job {job.name} recorded as {job_id} (sweep {row.name} element {index}, "
+                      f"spec {spec_hash})")
+        attempt = lifecycle.new_attempt(context, job, cluster, job_id=job_id, n=attempt_row.n)
+        rendered = lifecycle.render(context, job, attempt, cluster)
+        store.set_job(job_id, script=rendered.script)
+        code = staging.stage(transport, attempt.layout, job, rendered, record=staging.job_record(job_row, context.state_dir))
+        if code is not None:
+            lifecycle._record_code(context, job_id, attempt.n, code)
+        if estimates and index in estimates:
+            lifecycle.record_estimates(store, job_row, estimates[index])
+        prepared.append((job_row, job, attempt, rendered))
+    if not prepared:
+        return
+    submissions = _ask(context, cluster, transport, prepared, limit, row.name) if len(prepared) > 1 else None
+    if submissions is None:  # one element, or the backend makes no array of these: each alone
+        for job_row, job, attempt, _rendered in prepared:
+            lifecycle._submit_attempt(context, job_row, job, cluster, attempt_row=store.attempt(job_row.id, attempt.n))
+        return
+    for (job_row, _job, attempt, _rendered), submission in zip(prepared, submissions):
+        store.record_submission(job_row.id, attempt.n, config.record_to_json(submission), submission.backend_job_id,
+                                submission.submitted_at)
+        context.event(job_row.id, "submitted", f"attempt {attempt.n} submitted as {cluster.type} job "
+                      f"{submission.backend_job_id} on {cluster.name} (one of an array of {len(prepared)})",
+                      attempt=attempt.n, source=submission.source, backend_job_id=submission.backend_job_id,
+                      log=submission.log_path)
+
+
+def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str):
+    """``runjob_submit_array`` once for all of *prepared*; their submissions in order, or None."""
+    first = prepared[0][0]
+    kwargs = {"jobs": [p[1] for p in prepared], "attempts": [p[2] for p in prepared],
+              "rendereds": [p[3] for p in prepared], "name": name, "cluster": cluster, "transport": transport,
+              "max_parallel": limit, "context": context}
+    try:
+        submissions = _plugin_errors.call_first(context, context.hook("runjob_submit_array", cluster.type), kwargs,
+                                                hook="runjob_submit_array", blame=cluster.type, job_id=first.id,
+                                                attempt=prepared[0][2].n)
+    except TransportError as exc:
+        for job_row, _job, attempt, _rendered in prepared:
+            context.event(job_row.id, "submit_uncertain", f"connection lost while submitting the array ({exc}); run the "
+                          "same command again: it finds each element by its tag or submits it", attempt=attempt.n)
+        raise
+    except RunjobError as exc:
+        for job_row, _job, attempt, _rendered in prepared:
+            lifecycle._forget_attempt(context, job_row, attempt, cluster, reason=f"submit failed: {exc}")
+            if not isinstance(exc, RefusedError):
+                context.event(job_row.id, "rejected" if isinstance(exc, BackendError) else "submit_failed", str(exc),
+                              attempt=attempt.n)
+        raise
+    if submissions is not None and len(submissions) != len(prepared):
+        raise BackendError(f"backend {cluster.type!r} answered runjob_submit_array with {len(submissions)} submissions "
+                           f"for {len(prepared)} jobs")
+    return submissions

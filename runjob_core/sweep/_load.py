@@ -1,0 +1,87 @@
+"""A sweep spec read from its file: the sweep's own keys checked, every element validated as
+the ordinary job it becomes. Errors name the file, the key path and, for an element, which."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from runjob_core import config
+from runjob_core.errors import ConfigError
+from runjob_core.models import JobSpec
+from runjob_core.sweep._spec import SweepElement, expand_sweep
+
+#: Element problems shown before "... and N more".
+_SHOWN = 12
+
+
+@attrs.frozen
+class Sweep:
+    """A validated sweep spec: *jobs* are its elements' job specs, in element order."""
+
+    name: str
+    source: str
+    base_dir: str
+    spec: dict[str, Any]
+    elements: tuple[SweepElement, ...]
+    jobs: tuple[JobSpec, ...]
+    #: ``sweep.max_parallel``; None leaves it to the backend (local: its GPU count, or 1).
+    max_parallel: int | None
+    #: The keys whose values differ between elements, in the order the spec gives them.
+    varying: tuple[str, ...]
+
+    @property
+    def spec_hash(self) -> str:
+        """The elements' names and spec hashes: the same sweep whatever the key order or
+        ``max_parallel`` (a rerun with another bound is the same sweep)."""
+        parts = [[e.name, config.spec_hash(j)] for e, j in zip(self.elements, self.jobs)]
+        return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:16]
+
+    def elements_record(self) -> list[dict[str, Any]]:
+        return [{"index": e.index, "name": e.name, "values": e.values, "job": j.name, "spec_hash": config.spec_hash(j)}
+                for e, j in zip(self.elements, self.jobs)]
+
+
+_TOP_LEVEL_SWEEP = re.compile(rb"^sweep[ \t]*:", re.MULTILINE)
+
+
+def is_sweep_file(path: Path) -> bool:
+    """Whether the YAML at *path* has a top-level ``sweep:`` key (a line starting ``sweep:``;
+    not a YAML parse: every ``runjob run`` asks). One written otherwise (flow style) is caught
+    by the job loader, whose error says it is a sweep."""
+    try:
+        return _TOP_LEVEL_SWEEP.search(path.read_bytes()) is not None
+    except OSError:
+        return False  # the job loader says what is wrong with the path
+
+
+def load_sweep(path: Path, *, allow_large: bool = False) -> Sweep:
+    source, base_dir = str(path), str(path.parent.resolve())
+    raw = config.read_yaml(path)
+    return sweep_from_mapping(raw, source=source, base_dir=base_dir, allow_large=allow_large)
+
+
+def sweep_from_mapping(raw: Any, *, source: str, base_dir: str = ".", allow_large: bool = False) -> Sweep:
+    if not isinstance(raw, dict) or "sweep" not in raw:
+        raise ConfigError(source, [f"{source}: no 'sweep:' key at $; this is a job of its own, not a sweep"])
+    if not isinstance(raw.get("name"), str):
+        raise ConfigError(source, [f"{source}: $.name: a sweep needs a name (each element's job is NAME-<values>)"])
+    elements = expand_sweep(raw, source, allow_large=allow_large)
+    jobs, problems = [], []
+    for element in elements:
+        try:
+            jobs.append(config.job_from_mapping(element.spec, source=source, base_dir=base_dir))
+        except ConfigError as exc:
+            problems += [f"sweep element {element.index} ({element.name}): {p}" for p in exc.problems]
+    if problems:
+        more = [f"... and {len(problems) - _SHOWN} more"] if len(problems) > _SHOWN else []
+        raise ConfigError(source, problems[:_SHOWN] + more)
+    keys = list(dict.fromkeys(k for e in elements for k in e.values))
+    varying = tuple(k for k in keys if len({json.dumps(e.values.get(k), sort_keys=True, default=str) for e in elements}) > 1)
+    return Sweep(name=raw["name"], source=source, base_dir=base_dir, spec=raw, elements=tuple(elements), jobs=tuple(jobs),
+                 max_parallel=raw["sweep"].get("max_parallel"), varying=varying)
