@@ -1,11 +1,26 @@
 import os
 
+import pytest
+
 pytest_plugins = ["runjob_core.testing", "runjob_slurm.testing"]
 
 # The suite's `runjob` commands run in their own processes, as they did before the warm path
 # (runjob_core.warm): one warm process per test's private folders would pile up on a shared
 # machine. tests/test_warm.py turns it on for itself.
 os.environ.setdefault("RUNJOB_WARM", "0")
+
+
+@pytest.fixture(autouse=True)
+def _environment_given_back():
+    """Every test gets the environment back as it found it. Helpers shared with the benches
+    (bench/_recorded_queue.py) set RUNJOB_HOME and RUNJOB_CLUSTERS in os.environ, right for a
+    bench's own process; leaked, every later test of that xdist worker read their clusters.yaml
+    ("unknown cluster 'under-test'", CI of stop 40)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -16,17 +16,6 @@ from _recorded_queue import RecordedTransport, queued_context  # noqa: E402
 
 
 
-@pytest.fixture(autouse=True)
-def _environment_given_back(monkeypatch):
-    """bench/_recorded_queue.py points RUNJOB_HOME and RUNJOB_CLUSTERS at its own folder through
-    os.environ (right for the bench's own process): give both back after each test, or every
-    later test of this worker reads that folder's clusters.yaml ("unknown cluster")."""
-    for var in ("RUNJOB_HOME", "RUNJOB_CLUSTERS"):
-        original = os.environ.get(var)
-        monkeypatch.setenv(var, original or "")  # records the original, which teardown puts back
-        if original is None:
-            monkeypatch.delenv(var)
-
 def _fresh(transport: RecordedTransport):
     """A new context over the same state, as a new `runjob status` process opens."""
     context = lifecycle.open_context()

@@ -47,7 +47,8 @@ def test_accelerate_launch_starts_two_cpu_processes(ctx, frameworks_python):
               f"{accelerate} launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no "
               "--dynamo_backend no --main_process_port $((20000 + SLURM_JOB_ID % 20000)) accelerate_ranks.py")
     attempt = ctx.store.latest_attempt(row.id)
-    assert attempt.state == "COMPLETED", (attempt.state, attempt.exit_code, attempt.reason)
+    assert attempt.state == "COMPLETED", (attempt.state, attempt.exit_code, attempt.reason, row.outcome,
+                                          [(e.kind, e.message) for e in ctx.store.events(row.id)])
     transport = ctx.transport(ctx.clusters["under-test"])
     rows = [json.loads(line) for line in transport.read_text(attempt.submission.results_dir + "/ranks.jsonl").splitlines()]
     assert sorted(r["rank"] for r in rows) == [0, 1]

@@ -42,11 +42,13 @@ def test_trainer_with_the_callback_saves_on_the_warning_and_ends_at_max_steps(ct
     # SLURM may send the warning up to 60 s before the margin: with a 1-minute limit it comes
     # before a loaded machine has even imported torch (measured: 40-50 s to start here), and
     # every attempt saves after one step. With 2 minutes it comes 50-110 s in. The first
-    # attempt's steps take 1 s: it cannot finish before the warning on any machine. Later
-    # attempts run at full speed; each saves again if warned again.
+    # attempt's 80 steps take 2 s each, 160 s in all, longer than the limit itself: the warning
+    # always comes first, on any machine (with 1 s steps, a quick start ended all 80 steps
+    # before a late warning on CI). Later attempts run at full speed; each saves again if
+    # warned again.
     row = submit(ctx, "hf-callback",
                  f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 80 --save-steps 50 "
-                 "--callback --step-seconds 1.0 --slow-attempts 1",
+                 "--callback --step-seconds 2.0 --slow-attempts 1",
                  template="training", resources={"time": "2"}, checkpoint={"signal_margin": 10},
                  resume={"max_attempts": 8})
     monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
