@@ -14,6 +14,7 @@ from collections.abc import Callable
 import attrs
 
 from runjob_core import _plugin_errors, lifecycle, plugins
+from runjob_core.collecting import harvest
 
 from runjob_core.monitor import checkpoint_cause as _checkpoint_cause
 
@@ -92,6 +93,7 @@ def cycle(context: RunContext, job_ids: list[str] | None = None, *, woken: dict[
     # `runjob status` writes nothing at all.
     by_cluster, followed = _observed_here(context, grouped) if keep_leases else _observed_elsewhere(context, grouped)
     changed = _finish_pending(context, job_ids)
+    changed = harvest.settle_leftovers(context, job_ids) or changed  # machines a killed runjob left out
     views: dict[str, JobView] = {}
     seen = _cyclememo.seen(context)
     observed: dict[str, str] = {}  # job id -> its state before this cycle
@@ -455,12 +457,14 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
         store.set_job(row.id, outcome=f"failed: {stops[0].label}: {stops[0].message}")
     if not status.terminal:
         return
+    # A machine rented for this attempt goes back now, its files copied home first.
+    harvest.settle(context, row, attempt.n, reason=f"ended {status.state}")
     if stopped:
         lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"stopped, ended {status.state}")
         return
     if status.state == COMPLETED:
         store.set_job(row.id, outcome="completed")
-        return  # its machine, if it has one, is released after collect
+        return  # a machine of its own was given back above, its files copied home
     try:
         _after_early_end(context, row, attempt, status, findings, stops, view)
     finally:

@@ -2,7 +2,8 @@
 
 *Host keys.* A pod's host key cannot be known before the pod exists. For a pod runjob
 created itself, the first key it is shown is accepted (trust on first use) and pinned for
-the pod's life in ``<state dir>/runpod/hostkeys/<pod id>.known_hosts``; every later
+the pod's life in ``<state dir>/runpod/hostkeys/<pod id>.known_hosts`` (dropped when the
+pod is released); every later
 connection, even to a new address or port after a restart, must show that same key, or
 it is refused. The connection itself is :class:`runjob_core.ssh.SSHTransport` (paramiko),
 given the pin file as its ``known_hosts``.
@@ -41,6 +42,11 @@ def expand(path: str) -> str:
 
 def pin_path(state_dir: Path, pod_id: str) -> Path:
     return state_dir / "runpod" / "hostkeys" / (re.sub(r"[^A-Za-z0-9._-]", "_", pod_id) + ".known_hosts")
+
+
+def forget_pin(state_dir: Path, pod_id: str) -> None:
+    """Drop the pin of a pod that is gone (its key protects nothing any more)."""
+    pin_path(state_dir, pod_id).unlink(missing_ok=True)
 
 
 def _pinned_key(pins: Path) -> tuple[str, str] | None:
