@@ -35,7 +35,7 @@ from runjob_core import collecting, lifecycle
 from runjob_core.context import RunContext
 from runjob_core.errors import TransportError
 from runjob_core.gpu import telemetry
-from runjob_core.models import LOST, Submission
+from runjob_core.models import CANCELLED, LOST, Submission
 from runjob_core.reporting import history
 from runjob_core.store import AttemptRow, JobRow
 from runjob_core.transport import harvested
@@ -49,9 +49,10 @@ RETRY_SECONDS = 30.0
 LEASE_SECONDS = 900.0
 
 
-def settle(context: RunContext, row: JobRow, n: int, *, reason: str) -> bool:
-    """Harvest attempt *n* of *row* and release its machine, if it has one not released
-    yet (a standing cluster's attempt has none: nothing is done). True when released."""
+def settle(context: RunContext, row: JobRow, n: int, *, ended: str) -> bool:
+    """Harvest attempt *n* of *row*, which ended in state *ended*, and release its machine,
+    if it has one not released yet (a standing cluster's attempt has none: nothing is
+    done). True when released."""
     attempt = context.store.attempt(row.id, n)
     if attempt.machine is None or attempt.released_at is not None:
         return False
@@ -66,6 +67,7 @@ def settle(context: RunContext, row: JobRow, n: int, *, reason: str) -> bool:
         if submission is not None and not harvested.is_harvested(context.state_dir, submission.tag):
             if not _harvest(context, attempt, submission):
                 return False  # kept, tried again later
+        reason = "cancelled" if ended == CANCELLED else f"ended {ended}"
         lifecycle.release(context, row.id, n, attempt.machine, submission, lifecycle.job_cluster(context, row),
                           reason=reason)
         return context.store.attempt(row.id, n).released_at is not None
@@ -96,7 +98,7 @@ def settle_leftovers(context: RunContext, job_ids: list[str] | None) -> bool:
         if _tried_lately(context, attempt):
             continue
         row = context.store.get_job(attempt.job_id)
-        done = settle(context, row, attempt.n, reason=f"ended {attempt.state}") or done
+        done = settle(context, row, attempt.n, ended=attempt.state) or done
     return done
 
 

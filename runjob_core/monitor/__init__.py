@@ -458,7 +458,7 @@ def _apply_actions(context: RunContext, attempt: AttemptRow, submission: Submiss
     if not status.terminal:
         return
     # A machine rented for this attempt goes back now, its files copied home first.
-    harvest.settle(context, row, attempt.n, reason=f"ended {status.state}")
+    harvest.settle(context, row, attempt.n, ended=status.state)
     if stopped:
         lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"stopped, ended {status.state}")
         return
