@@ -36,7 +36,7 @@ from runjob_core.config import parse_duration
 from runjob_core.transport import detached
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
-    LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan, Submission, TaggedJob,
+    CANCELLED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan, Submission, TaggedJob,
 )
 from runjob_runpod import _api, _settings, _ssh
 
@@ -68,7 +68,7 @@ def machine_of(pod: _api.Pod, *, created_at: float, started_at: float | None = N
 def pod_transport(cluster, machine: Machine, context) -> _ssh.PodSSH:
     """The transport to *machine* (the core caches it per machine and invocation)."""
     return _ssh.connect(cluster, _settings.identity_file(cluster), machine.id, machine.host, machine.port, machine.user,
-                        context.state_dir)
+                        context.state_dir, gone=context.scratchpad(SOURCE + ":gone"))
 
 
 def no_standing_host(cluster):
@@ -342,6 +342,14 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
 def _status_of(cluster, pod, sub: Submission, context) -> JobStatus:
     # A pod that vanished or stopped under its job is a lost machine; the work can go on
     # on a new pod (from a network volume or the Hub), so it is resumable.
+    if pod is None or pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
+        # Its files went with it: this invocation's reads of them find nothing (the core's
+        # last log read and copy home), instead of waiting on a vanished host.
+        context.scratchpad(SOURCE + ":gone")[sub.backend_job_id] = "gone" if pod is None else pod.status
+    stopped = context.scratchpad(SOURCE + ":stopped-by-terminate").get(sub.backend_job_id)
+    if stopped and (pod is None or pod.status not in _LIVE):
+        # This invocation's cancel could stop the job only by terminating its pod: cancelled.
+        return JobStatus(state=CANCELLED, source=SOURCE, node=sub.backend_job_id, ended_at=time.time(), reason=stopped)
     if pod is None:
         return JobStatus(state=LOST, source=SOURCE, node=sub.backend_job_id, ended_at=time.time(), resumable=True,
                          reason=f"pod {sub.backend_job_id} is gone (terminated outside runjob, or RunPod lost its host)")
@@ -425,7 +433,8 @@ def pod_cost(machine: Machine, end: float) -> float:
 def cancel(submissions, cluster, context) -> list[str]:
     """TERM each job's process group (KILL after a grace); the next poll confirms the job
     ended and the core then harvests and releases its pod. A pod that cannot be reached is
-    terminated instead: nothing else would stop its job."""
+    terminated instead: nothing else would stop its job (this invocation's poll then says
+    CANCELLED, not LOST, so it is not resumed)."""
     pods = {p.id: p for p in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX)}
     done = []
     for sub in submissions:
@@ -439,6 +448,7 @@ def cancel(submissions, cluster, context) -> list[str]:
             _pod(cluster, sub, pod, context).run_shell(_ssh.cancel_command(_sub_files(sub)), timeout=60)
         except TransportError as exc:
             client_for(cluster, context).terminate_pod(pod.id)
+            context.scratchpad(SOURCE + ":stopped-by-terminate")[pod.id] = f"cancelled: pod {pod.id} terminated, unreachable"
             context.event(sub.job_id, "pod_terminated", f"pod {pod.id} terminated to stop its job: it could not be reached "
                           f"({exc})", attempt=sub.attempt, source=SOURCE, pod_id=pod.id)
         done.append(sub.backend_job_id)

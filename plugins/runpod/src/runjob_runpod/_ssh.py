@@ -66,12 +66,15 @@ def _address(host: str, port: int) -> str:
 class PodSSH(SSHTransport):
     """An SSH transport to one pod, its host key pinned on first contact."""
 
-    def __init__(self, cluster: ClusterConfig, pod_id: str, pins: Path) -> None:
+    def __init__(self, cluster: ClusterConfig, pod_id: str, pins: Path, gone: dict[str, str] | None = None) -> None:
         advice = (f"runjob pinned pod {pod_id}'s key when it created the pod ({pins}); refusing to connect: "
                   "it is not the machine runjob rented")
         super().__init__(cluster, host_key_advice=advice)
         self.pod_id = pod_id
         self.pins = pins
+        #: Pods this invocation's poll found gone (id -> why): their files went with them, so
+        #: reads find nothing instead of waiting on a connection to a host that vanished.
+        self.gone = gone if gone is not None else {}
         self.label = f"ssh root@{cluster.host}:{cluster.port} (pod {pod_id})"
 
     def home(self) -> str:
@@ -80,9 +83,23 @@ class PodSSH(SSHTransport):
     def expand(self, path: str) -> str:
         return expand(path)
 
+    def stat(self, path: str):
+        return None if self.pod_id in self.gone else super().stat(path)
+
+    def read_from(self, path: str, offset: int, limit: int = 8 << 20) -> bytes:
+        return b"" if self.pod_id in self.gone else super().read_from(path, offset, limit)
+
+    def listdir_recursive(self, path: str):
+        return [] if self.pod_id in self.gone else super().listdir_recursive(path)
+
+    def get_file(self, path: str, local: Path) -> None:
+        if self.pod_id in self.gone:
+            raise TransportError(f"pod {self.pod_id} is gone ({self.gone[self.pod_id]}): {path} went with it")
+        super().get_file(path, local)
+
 
 def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str | None, port: int | None,
-            user: str | None, state_dir: Path) -> PodSSH:
+            user: str | None, state_dir: Path, gone: dict[str, str] | None = None) -> PodSSH:
     """A transport to pod *pod_id* at *host*:*port*, pinning its host key."""
     if not (host and port):
         raise TransportError(f"pod {pod_id} has no direct SSH address yet")
@@ -101,7 +118,7 @@ def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str |
         cluster, host=host, port=port, user=user or "root", identity_file=identity_file,
         known_hosts=str(pins), allow_unknown_host=pinned is None, proxy_jump=None,
     )
-    return PodSSH(config, pod_id, pins)
+    return PodSSH(config, pod_id, pins, gone)
 
 
 # ---------------------------------------------------------------------- job control
