@@ -129,7 +129,14 @@ GRAPH_KERNEL_S = 4e-6
 TP_ALLREDUCE_S = 10e-6
 #: NCCL reaches ~80% of a link's one-way bandwidth in a large all-reduce.
 LINK_EFFICIENCY = 0.8
-#: Share of the gradient all-reduce DDP/FSDP overlap with the backward pass.
+#: Share of the communication DDP/FSDP overlap with the compute that can hide it: the backward
+#: pass for DDP's gradient all-reduce (buckets go out as their gradients are ready); forward and
+#: backward for ZeRO-3/FSDP, which prefetch the next layer's parameter all-gather while the
+#: current layer computes (FSDP2's implicit prefetch, FSDP1 ``forward_prefetch``/``backward_prefetch``,
+#: DeepSpeed's ``stage3_prefetch_bucket_size``). Volumes per the ZeRO paper (Rajbhandari et al. 2020,
+#: arXiv:1910.02054, section 7): DDP all-reduces the gradients (2 x their size on the bus),
+#: ZeRO-2/3 reduce-scatter them (1x) and ZeRO-3 all-gathers the parameters in forward and backward
+#: (2x): 3x in all against DDP's 2x.
 OVERLAP = 0.7
 
 
@@ -221,10 +228,15 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
     comm = 0.0
     if dp > 1:
         grad_bytes = 4.0 if (framework in ("hf", "trl", "axolotl") and master_weights and kind == "full_ft") else 2.0
-        volume = 2.0 * (dp - 1) / dp * est.params_trainable * grad_bytes
+        # DDP/ZeRO-1 all-reduce the gradients (2 (n-1)/n of them on the bus); ZeRO-2/3 and FSDP
+        # reduce-scatter them ((n-1)/n: each rank keeps its shard)
+        shards_grads = zero_stage >= 2
+        volume = (1.0 if shards_grads else 2.0) * (dp - 1) / dp * est.params_trainable * grad_bytes
+        hidden_by = micro_seconds * 2.0 / 3.0  # the backward pass
         if zero_stage >= 3:
             volume += 2.0 * (dp - 1) / dp * est.params_total * 2.0  # gathers in forward and backward
-        comm = max(0.0, volume / bw - OVERLAP * micro_seconds * 2.0 / 3.0)
+            hidden_by = micro_seconds  # FSDP/ZeRO-3 prefetch the next layer's gather in forward too
+        comm = max(0.0, volume / bw - OVERLAP * hidden_by)
     if tp > 1:  # Megatron-style: 4 all-reduces of the activations per layer, on the critical path
         comm += grad_accum * 4 * arch.layers * 2.0 * (tp - 1) / tp * tokens_micro * arch.hidden * 2.0 / bw
     # The optimizer step reads and writes ~16 bytes of state per trainable parameter per GPU.
