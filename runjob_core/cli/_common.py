@@ -68,6 +68,14 @@ def prepared_plugins():
     return prepared.take() if prepared is not None else None
 
 
+def find_job(store, ref: str):
+    """The job *ref* names: a job id or name, or a sweep's element ``SWEEP/ELEMENT``
+    (:mod:`runjob_core.sweep._address`)."""
+    from runjob_core.sweep._address import find_job as find
+
+    return find(store, ref)
+
+
 def load_job(path: str):
     from runjob_core import config
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from runjob_core.cli._common import open_context
+from runjob_core.cli._common import find_job, open_context
 
 
 @click.command("logs")
@@ -24,7 +24,7 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
     context = open_context(quiet_kinds=("state",))
     monitor = Monitor.of(context)  # its push path wakes this loop; its cycle asks the scheduler
     try:
-        row = context.store.find_job(job)
+        row = find_job(context.store, job)
         chosen = context.store.attempt(row.id, attempt) if attempt else context.store.latest_attempt(row.id)
         if chosen is None or chosen.submission is None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import fmt_duration, fmt_time, json_option, open_context, print_json
+from runjob_core.cli._common import find_job, fmt_duration, fmt_time, json_option, open_context, print_json
 
 
 @click.command("status")
@@ -39,7 +39,7 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
                 return
         if adopt:
             _adopt(context)
-        rows = [store.find_job(job)] if job else store.list_jobs(limit=limit, user=_who_filter(store, mine, user,
+        rows = [find_job(store, job)] if job else store.list_jobs(limit=limit, user=_who_filter(store, mine, user,
                                                                                                     all_users))
         if not no_refresh:
             _say_settled(interrupted.settle(context, rows), as_json)

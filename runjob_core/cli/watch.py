@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from runjob_core.cli._common import open_context
+from runjob_core.cli._common import find_job, open_context
 
 
 @click.command("watch")
@@ -23,7 +23,7 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
 
     context = open_context(as_json, events_on_stdout=True)
     try:
-        job_ids = [context.store.find_job(ref).id for ref in jobs]
+        job_ids = [find_job(context.store, ref).id for ref in jobs]
         if not job_ids:
             job_ids = sorted({a.job_id for a in context.store.active_attempts()})
             if not job_ids:

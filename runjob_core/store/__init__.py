@@ -650,6 +650,10 @@ class Store:
                                    (ref, spec_hash) if spec_hash else (ref,)).fetchone()
         return _make(SweepRow, row) if row else None
 
+    def list_sweeps(self) -> list[SweepRow]:
+        """Every sweep, newest first."""
+        return _make_all(SweepRow, self._db.execute("SELECT * FROM sweeps ORDER BY created_at DESC, rowid DESC"))
+
     def set_sweep_state(self, sweep_id: str, state: str) -> None:
         self._db.execute("UPDATE sweeps SET state = ? WHERE id = ?", (state, sweep_id))
 
