@@ -149,12 +149,14 @@ def render_preview(context: RunContext, job: JobSpec, cluster: ClusterConfig, *,
 
 
 def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None = None) -> list[tuple[str, str]]:
+    from runjob_core.config import options
+
     res = job.resources
-    partition = res.partition or cluster.default_partition or "(default)"
     gpus = f"{res.gpus} x {res.gpu_type or cluster.gpu_type or 'any'}" if res.gpus else "none"
     rows = [
-        ("job", job.name), ("cluster", f"{cluster.name} ({cluster.type})"), ("partition", partition),
-        ("account", res.account or cluster.default_account or "(default)"), ("GPUs", gpus),
+        ("job", job.name), ("cluster", f"{cluster.name} ({cluster.type})"),
+        # Where the job goes on the cluster, in the backend's words (SLURM: partition, account).
+        *options.describe(cluster, job), ("GPUs", gpus),
         ("CPUs / memory", f"{res.cpus} / {res.mem or '(default)'}"), ("time limit", res.time or "(default)"),
         ("template", job.template), ("model", job.model.path or job.model.name or "-"),
         ("input", job.data.input or "-"), ("output", job.data.output),
