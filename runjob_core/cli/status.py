@@ -129,9 +129,9 @@ def attempt_cost(store, attempt) -> dict:
     """What an attempt's rented machine cost: the backend's own figure (a ``cost`` artifact)
     once it is known, else its price (``Machine.data["usd_per_hour"]``) times the time since
     it was submitted, up to its release or end. ``{}`` for attempts without a priced machine."""
-    machine = attempt.machine
-    if machine is None:
+    if attempt.machine_json is None:  # most attempts: no machine record to parse
         return {}
+    machine = attempt.machine
     price = machine.data.get("usd_per_hour")
     billed = [a for a in store.artifacts(attempt.job_id) if a.kind == "cost" and a.attempt == attempt.n]
     if billed and isinstance(billed[-1].data.get("usd"), (int, float)):
