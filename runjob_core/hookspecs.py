@@ -108,11 +108,17 @@ def runjob_backend_info() -> BackendInfo | None:
     :returns: A :class:`BackendInfo` whose ``name`` is your backend name (your entry-point
         name), or ``None`` if your plugin is not a backend. ``options`` is an attrs class
         of the keys your clusters take beside the core's (``api_url``, ``gpu_types``...),
-        validated with the same file/key-path/did-you-mean errors as the core's keys.
+        validated with the same file/key-path/did-you-mean errors as the core's keys and
+        handed to every hook as ``cluster.options``. Declare each key's help and choices
+        with :func:`runjob_core.config.options.option`; subclass
+        :class:`~runjob_core.config.options.ClusterOptions` for rules across keys
+        (``problems``, run when ``clusters.yaml`` is loaded) and for the rows that show
+        your clusters in ``runjob clusters`` and the review (``describe``).
 
     Result: called on every plugin; each backend's answer is kept by its ``name``.
 
     .. versionadded:: 0.2
+    .. versionchanged:: 0.3 the options class may declare help and choices, ``problems`` and ``describe``.
     """
 
 

@@ -228,6 +228,10 @@ def print_elements(row, table: list[dict]) -> None:
     click.echo(f"sweep {row.name} ({row.id}, {row.state}): {done} of {len(table)} elements done")
     click.echo("\n".join(_plaintable.render(columns, rows, width=_plaintable.terminal_width(), whole=("#", "job id", "state"),
                                             drop_order=("outcome",))))
+    if table:
+        example = ",".join(f"{k}={v}" for k, v in table[0]["values"].items())
+        click.echo(f"one element: {row.name}/0, {row.name}/{table[0]['name']} or {row.name}/{example} "
+                   "(status, report, logs, cancel, resume)")
 
 
 def status(context, row, *, refresh: bool, as_json: bool) -> None:

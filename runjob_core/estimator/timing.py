@@ -88,10 +88,10 @@ PREFILL_EFFICIENCY = 0.5
 #: input tensors, the sampler (outside the CUDA graph that replays the layers, so no per-layer
 #: launch cost) and detokenisation. vLLM's V0 engine does it *between* forward passes: the GPU
 #: waits, so it adds to the step (``ENGINE_SERIAL``). SGLang's overlap scheduler (default since
-#: 0.4) prepares step n+1 while step n runs: it hides behind the GPU time. 2.5 ms: the tuning
-#: set's Qwen2.5 vLLM 0.6.3 batch-1 runs on an A100 leave 2.0-3.8 ms per step above their
-#: weight reads (round 1 assumed 1 ms, overlapped, and read 1.9-3.2x too fast on small models).
-ENGINE_STEP_S = 2.5e-3
+#: 0.4) prepares step n+1 while step n runs: it hides behind the GPU time. 1.5 ms: sized on the
+#: tuning set together with GRAPH_KERNEL_S (round 6; rounds 4-5 had 2.5 ms with no kernel cost, which
+#: read SGLang's small and MoE models 1.5-2.4x too fast on the H20).
+ENGINE_STEP_S = 1.5e-3
 ENGINE_SERIAL = {"vllm": True, "sglang": False}
 ENGINE_PER_SEQ_S = 10e-6
 #: transformers' eager MoE block (Mixtral/Qwen2-MoE/Qwen3-MoE ``SparseMoeBlock.forward``) runs a
@@ -109,12 +109,34 @@ EAGER_OPS_PER_LAYER = 72
 #: about a third of the per-op prior (the CUDA launch and the argument checks of a real kernel are
 #: the rest).
 EAGER_EMPTY_OP_S = 5e-6
+#: A CUDA-graph decode step (vLLM, SGLang) runs every layer's kernels one after the other, and each
+#: costs GPU time beyond the bytes it reads: the launch of the next graph node, the ramp-up and tail
+#: of a small grid, its first DRAM round trip. Kernels per dense decoder layer, counted from the
+#: engines' model code (sglang/srt/models/qwen2.py / llama.py, vllm/model_executor/models/llama.py,
+#: at decode): fused add+RMSNorm x2, qkv GEMM, rotary, KV-cache store, attention, o_proj, gate_up
+#: GEMM, SiLU-and-mul, down GEMM, ~12 with the attention's split/merge; q/k RMSNorm (Qwen3,
+#: OLMo-2) adds 2. A MoE layer's MLP is the router GEMM, top-k softmax, the block align/sort, two
+#: grouped GEMMs, SiLU-and-mul and the weighted sum: 4 more than a dense MLP.
+GRAPH_KERNELS_PER_LAYER = 12
+GRAPH_KERNELS_QK_NORM = 2
+GRAPH_KERNELS_MOE_EXTRA = 4
+#: GPU seconds each graph kernel adds beyond its bytes. Sized on the tuning set (round 6: the 16
+#: SGLang batch-1 H20 runs and the 12 vLLM batch-1 A100 runs together leave 2-6 us per kernel above
+#: the weight reads; none of the held-out cases), the same on every card: it is latency, not bandwidth.
+GRAPH_KERNEL_S = 4e-6
 #: A tensor-parallel all-reduce per attention and per MLP block in decode: a small message, latency
 #: bound (custom all-reduce or NCCL LL), on the GPU's critical path (no scheduler overlap hides it).
 TP_ALLREDUCE_S = 10e-6
 #: NCCL reaches ~80% of a link's one-way bandwidth in a large all-reduce.
 LINK_EFFICIENCY = 0.8
-#: Share of the gradient all-reduce DDP/FSDP overlap with the backward pass.
+#: Share of the communication DDP/FSDP overlap with the compute that can hide it: the backward
+#: pass for DDP's gradient all-reduce (buckets go out as their gradients are ready); forward and
+#: backward for ZeRO-3/FSDP, which prefetch the next layer's parameter all-gather while the
+#: current layer computes (FSDP2's implicit prefetch, FSDP1 ``forward_prefetch``/``backward_prefetch``,
+#: DeepSpeed's ``stage3_prefetch_bucket_size``). Volumes per the ZeRO paper (Rajbhandari et al. 2020,
+#: arXiv:1910.02054, section 7): DDP all-reduces the gradients (2 x their size on the bus),
+#: ZeRO-2/3 reduce-scatter them (1x) and ZeRO-3 all-gathers the parameters in forward and backward
+#: (2x): 3x in all against DDP's 2x.
 OVERLAP = 0.7
 
 
@@ -206,10 +228,15 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
     comm = 0.0
     if dp > 1:
         grad_bytes = 4.0 if (framework in ("hf", "trl", "axolotl") and master_weights and kind == "full_ft") else 2.0
-        volume = 2.0 * (dp - 1) / dp * est.params_trainable * grad_bytes
+        # DDP/ZeRO-1 all-reduce the gradients (2 (n-1)/n of them on the bus); ZeRO-2/3 and FSDP
+        # reduce-scatter them ((n-1)/n: each rank keeps its shard)
+        shards_grads = zero_stage >= 2
+        volume = (1.0 if shards_grads else 2.0) * (dp - 1) / dp * est.params_trainable * grad_bytes
+        hidden_by = micro_seconds * 2.0 / 3.0  # the backward pass
         if zero_stage >= 3:
             volume += 2.0 * (dp - 1) / dp * est.params_total * 2.0  # gathers in forward and backward
-        comm = max(0.0, volume / bw - OVERLAP * micro_seconds * 2.0 / 3.0)
+            hidden_by = micro_seconds  # FSDP/ZeRO-3 prefetch the next layer's gather in forward too
+        comm = max(0.0, volume / bw - OVERLAP * hidden_by)
     if tp > 1:  # Megatron-style: 4 all-reduces of the activations per layer, on the critical path
         comm += grad_accum * 4 * arch.layers * 2.0 * (tp - 1) / tp * tokens_micro * arch.hidden * 2.0 / bw
     # The optimizer step reads and writes ~16 bytes of state per trainable parameter per GPU.
@@ -276,6 +303,12 @@ def _hf_moe_loop_text(arch, batch: float, loop_all: bool, transformers_version: 
             f"({EXPERT_LOOP_OPS} dispatches each; {why})")
 
 
+def graph_kernels(arch) -> int:
+    """Kernels one CUDA-graph decode step runs (every layer, one after the other)."""
+    per_layer = GRAPH_KERNELS_PER_LAYER + (GRAPH_KERNELS_QK_NORM if arch.qk_norm != "none" else 0)
+    return arch.layers * per_layer + (arch.n_moe_layers * GRAPH_KERNELS_MOE_EXTRA if arch.is_moe else 0)
+
+
 def _moe_bytes_touched(est, batch: float) -> float:
     """Weight bytes one decode step reads per GPU: a MoE batch touches more experts as it grows."""
     weights = est.weights_gib * (1 << 30)
@@ -297,6 +330,8 @@ def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float,
     if engine == "hf":
         kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
     memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / decode_bandwidth(peaks)[0]
+    if engine in ("vllm", "sglang"):
+        memory_s += graph_kernels(arch) * GRAPH_KERNEL_S
     if tp > 1:  # two all-reduces per layer, on the GPU between the weight reads
         memory_s += 2 * arch.layers * TP_ALLREDUCE_S
     compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from runjob_core.reporting import _dashcache, render, svg
+from runjob_core.reporting import _dashcache, render, svg, sweeps
 from runjob_core.reporting.report import build_report, hms
 
 ASSETS = ("dashboard.js", "dashboard.css")
@@ -100,6 +100,7 @@ class Builder:
             remembered[summary["id"]]["eta"] = summary["eta"]
         self._write(self.out / "index.html", self._index(summaries).encode())
         self._write(self.out / "clusters.html", self._clusters(weeks).encode())
+        self._sweeps(jobs, {job_id: entry["stamp"] for job_id, entry in remembered.items()})
         kept = {k: self.cache[k] for k in self.cache.used if isinstance(k, str) and k in self.cache}
         self._write(self.out / CACHE_FILE, json.dumps(kept, default=str).encode())
         self._write(self.out / _dashcache.FILE, _dashcache.dump(self.clusters, remembered))
@@ -136,6 +137,7 @@ class Builder:
             known = [cached[row.id] for row in jobs]
             self._write(self.out / "index.html", self._index([e["summary"] | {"eta": e.get("eta")} for e in known]).encode())
             self._write(self.out / "clusters.html", self._clusters([(row.cluster, e["gpu_weeks"]) for row, e in zip(jobs, known)]).encode())
+            self._sweeps(jobs, {row.id: e.get("stamp") for row, e in zip(jobs, known)})
             self._write(self.out / CACHE_FILE, json.dumps({k: v for k, v in self.cache.items() if isinstance(k, str)}, default=str).encode())
             self._write(self.out / _dashcache.FILE, _dashcache.dump(self.clusters, {row.id: cached[row.id] for row in jobs}))
         return {"jobs": len(jobs), "rebuilt": rebuilt, "seconds": time.perf_counter() - start,
@@ -145,6 +147,12 @@ class Builder:
         """Rewrite one job's page (after the sync event, so its report says so)."""
         row = self.store.get_job(job_id)
         self._job_page(row, build_report(self.store, row, clusters=self.clusters, cache=self.cache))
+
+    def _sweeps(self, jobs: list, stamps: dict[str, Any]) -> int:
+        """``sweeps.html`` and the pages of the sweeps whose elements changed (:mod:`.sweeps`)."""
+        return sweeps.write_all(self.store, self.out, jobs, stamps, clusters=self.clusters,
+                                header=_dashcache.header(self.clusters), write=self._write, head=self._head,
+                                foot=self._FOOT, main_series=_main_series, page_name=page_name)
 
     def _write(self, path: Path, data: bytes) -> None:
         digest = hash(data)
@@ -163,7 +171,7 @@ class Builder:
         return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>{refresh}'
                 '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 '<link rel="stylesheet" href="dashboard.css"></head><body>'
-                f'<nav><a href="index.html">Jobs</a> <a href="clusters.html">Clusters</a>{built}</nav><main>')
+                f'<nav><a href="index.html">Jobs</a> <a href="clusters.html">Clusters</a> <a href="sweeps.html">Sweeps</a>{built}</nav><main>')
 
     _FOOT = '</main><script src="dashboard.js"></script></body></html>'
 
