@@ -253,7 +253,7 @@ def submit(
     store does not know but the cluster runs (a lost store) is adopted (:mod:`runjob_core.adopt`).
     *sweep* is (sweep id, element index) for an element of a sweep (:mod:`runjob_core.sweep`).
     """
-    spec_hash = config.spec_hash(job)
+    spec_json, spec_hash = config.spec_json_and_hash(job)
     # One writer per spec: of runjob processes submitting the same spec at once, one creates
     # the job and the others find it here and follow it (see runjob_core.store.leases).
     claim = f"spec:{job.name}:{spec_hash}:{kind}"
@@ -278,7 +278,7 @@ def submit(
         if followed is not None:
             return followed  # submitted by another process while this one was reviewing
         context.store.create_job(
-            job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
+            job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=spec_json,
             spec_hash=spec_hash, spec_path=spec_path, kind=kind,
             sweep_id=sweep[0] if sweep else None, sweep_index=sweep[1] if sweep else None,
         )

@@ -144,6 +144,8 @@ def test_spec_hash_ignores_location_but_not_parameters(tmp_path):
     c = config.job_from_mapping({"name": "a", "command": "x", "params": {"lr": 2}}, source="a.yaml", base_dir="/one")
     assert config.spec_hash(a) == config.spec_hash(b) != config.spec_hash(c)
     assert config.job_from_json(config.job_to_json(a)) == a
+    # What a submit stores, from one unstructure: the same text and hash.
+    assert config.spec_json_and_hash(c) == (config.job_to_json(c), config.spec_hash(c))
 
 
 @pytest.mark.parametrize("key", ["HF_TOKEN", "RUNPOD_API_KEY", "WANDB_API_KEY", "MY_SERVICE_TOKEN"])

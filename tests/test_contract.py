@@ -501,4 +501,8 @@ def test_a_submit_builds_its_attempt_once(runjob_home, monkeypatch):
     launched = lifecycle.launch(context, _job("once", "true"))
     assert built == [1]
     assert launched.submission.machine.id == f"m-runjob:{launched.row.id}:1"
+    # A resubmit (the monitor's resume) builds its own attempt once too.
+    monitor.watch(context, [launched.row.id], min_interval=0.2, max_interval=0.5)
+    again = lifecycle.resubmit(context, context.store.get_job(launched.row.id), resume_from=None, resume_env={})
+    assert built == [1, 2] and again.attempt == 2 and again.machine.id == f"m-runjob:{launched.row.id}:2"
     context.close()

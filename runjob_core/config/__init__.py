@@ -424,7 +424,17 @@ _ADDED_LATER = (("model", "engine", None), ("model", "max_tokens_reason", None),
 
 def spec_hash(job: JobSpec) -> str:
     """A stable hash of the experiment: resuming or re-running never changes it silently."""
+    return _hash_of(unstructure(job))
+
+
+def spec_json_and_hash(job: JobSpec) -> tuple[str, str]:
+    """``(job_to_json(job), spec_hash(job))`` from one unstructure: what a submit stores."""
     data = unstructure(job)
+    return json.dumps(data, sort_keys=True), _hash_of(data)
+
+
+def _hash_of(data: dict[str, Any]) -> str:
+    """The spec hash of *data* (a job unstructured; changed in place)."""
     for key in _NOT_HASHED:
         data.pop(key, None)
     for section, key, default in _ADDED_LATER:

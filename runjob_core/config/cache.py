@@ -39,9 +39,10 @@ def _code_stamp() -> bytes:
     # The pickles hold instances of the record classes: a change to the records or to the
     # checks (an editable install changes without a version bump) must miss the cache.
     from runjob_core import __version__, config, models
+    from runjob_core.config import options
 
     parts = [__version__, sys.version]
-    for module in (config, models):
+    for module in (config, models, options):
         info = os.stat(module.__file__)
         parts.append(f"{module.__file__}:{info.st_mtime_ns}:{info.st_size}")
     return "\0".join(parts).encode()

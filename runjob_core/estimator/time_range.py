@@ -85,7 +85,10 @@ def limit_advice(time: dict[str, Any]) -> tuple[str, bool] | None:
     if total <= limit < high:
         return (f"the work fits the {hms(limit)} limit at the estimate but not at its high end ({hms(high)}): "
                 f"ask for resources.time {hms(wanted)}, or keep checkpointing on so that a second segment resumes"), True
-    if time.get("limit_from") != "partition" and limit > OVERSIZED * wanted:
+    if limit > OVERSIZED * wanted:
+        if time.get("limit_from") == "partition":
+            return (f"without resources.time the job asks for the partition's {hms(limit)}: resources.time {hms(wanted)} "
+                    f"would do even at the estimate's high end, and SLURM's backfill starts a shorter job sooner"), False
         return (f"resources.time {hms(limit)} is over {OVERSIZED:g}x what the job needs even at the estimate's high end: "
                 f"{hms(wanted)} would do, and SLURM's backfill starts a shorter job sooner"), False
     return None

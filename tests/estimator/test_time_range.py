@@ -147,3 +147,18 @@ def test_more_segments_at_the_high_end_than_max_timeouts_is_warned():
     [judged] = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": t})])
     assert judged.fits is None and "10 segments" in judged.data["warnings"][0]
     assert "needs 17 segments, more than resume.max_timeouts=12: raise it to 17" in judged.data["warnings"][1]
+
+
+def test_without_resources_time_a_long_partition_limit_gets_the_shorter_one_that_would_do():
+    t = _time(600.0)
+    job = job_from_mapping(LORA, source="lora.yaml")
+    estimates = [Estimate(source="runjob-core", summary="time: ...", data={"time": t}),
+                 Estimate(source="slurm", summary="no resources.time", data={"partition_max_seconds": 2 * 86400})]
+    judged = time_gate.finish(job, estimates)[0]
+    assert judged.data["time"]["limit_from"] == "partition" and judged.data["time"]["suggested_seconds"] == 1200
+    assert "asks for the partition's 48:00:00: resources.time 0:20:00 would do" in judged.summary
+    assert not judged.data.get("warnings")
+    # the work beyond MaxTime: the suggestion is MaxTime itself, the fewest segments
+    long = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": _time(10 * 86400.0)}),
+                                  estimates[1]])[0]
+    assert long.data["time"]["suggested_seconds"] == 2 * 86400 and long.data["time"]["segments"] == 5

@@ -36,8 +36,9 @@ class SlurmOptions(ClusterOptions):
     modules: tuple[str, ...] = option((), example=["cuda/12.4"], help="loaded before the job (module load ...)")
 
     def describe(self, job):
-        if job is None:
-            return [("partition", self.default_partition or "-"), ("account", self.default_account or "-")]
+        if job is None:  # the cluster alone: what it sets
+            return [(label, value) for label, value in (("partition", self.default_partition),
+                                                         ("account", self.default_account)) if value]
         return [("partition", job.resources.partition or self.default_partition or "(default)"),
                 ("account", job.resources.account or self.default_account or "(default)")]
 
