@@ -10,7 +10,6 @@ log text, params, samples) is HTML-escaped; links are kept only for http(s) URLs
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
@@ -31,7 +30,7 @@ THROUGHPUT_SERIES = ("tokens_per_s", "tokens/s", "samples_per_s", "throughput", 
 
 
 def esc(value: Any) -> str:
-    return "" if value is None else html.escape(str(value), quote=True)
+    return "" if value is None else svg.esc(value)
 
 
 def safe_url(url: str | None) -> str | None:
@@ -77,15 +76,21 @@ class Builder:
         stamps = _dashcache.stamps(self.store)
         active = {a.job_id for a in self.store.active_attempts()}
         summaries, weeks, remembered, rebuilt = [], [], {}, 0
+        plan = []
         for row in jobs:
             stamp = _dashcache.stamp_of(row, stamps.get(row.id), row.id in active)
-            entry = _dashcache.reusable(cached.get(row.id), stamp, self.out / page_name(row.id))
+            plan.append((row, stamp, _dashcache.reusable(cached.get(row.id), stamp, self.out / page_name(row.id))))
+        # The rows of every job to build, read in four queries (not five per job: a cold build of
+        # 1,000 jobs made 7,000 statements).
+        todo = [row.id for row, _stamp, entry in plan if entry is None]
+        events_of, metrics_of = self.store.events_of(todo), self.store.metrics_of(todo)
+        attempts_of, artifacts_of = self.store.attempts_of(todo), self.store.artifacts_of(todo)
+        for row, stamp, entry in plan:
             if entry is None:
-                events = self.store.events(row.id)
-                metrics = self.store.metrics(row.id)
+                events, metrics, attempts = events_of.get(row.id, []), metrics_of.get(row.id, []), attempts_of[row.id]
                 report = build_report(self.store, row, clusters=self.clusters, now=now, cache=self.cache, events=events,
-                                      metrics=metrics)
-                entry = {"summary": _summary(row, report, metrics), "gpu_weeks": self._gpu_weeks(row, now)}
+                                      metrics=metrics, attempts=attempts, artifacts=artifacts_of[row.id])
+                entry = {"summary": _summary(row, report, metrics), "gpu_weeks": self._gpu_weeks(row, now, attempts)}
                 self._job_page(row, report, events, metrics)
                 rebuilt += 1
             summaries.append(entry["summary"])
@@ -224,11 +229,12 @@ class Builder:
         parts.append(self._FOOT)
         self._write(self.out / page_name(row.id), "".join(parts).encode())
 
-    def _gpu_weeks(self, row, now: float) -> list[list]:
+    def _gpu_weeks(self, row, now: float, attempts: list | None = None) -> list[list]:
         """[week, GPU-hours] of each attempt of the job that ran (kept with its summary)."""
         spec_gpus = _gpus(row)
+        attempts = self.store.attempts(row.id) if attempts is None else attempts
         return [[time.strftime("%G-W%V", time.gmtime(a.started_at)), spec_gpus * ((a.ended_at or now) - a.started_at) / 3600]
-                for a in self.store.attempts(row.id) if a.started_at and spec_gpus]
+                for a in attempts if a.started_at and spec_gpus]
 
     def _clusters(self, weeks: list[tuple[str, list[list]]]) -> str:
         hours: dict[tuple[str, str], float] = defaultdict(float)
