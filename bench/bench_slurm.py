@@ -194,7 +194,7 @@ def poll_section(args, env: dict, context, transport, work: Path, name: str) -> 
     # `runjob status` in a process of its own, with no `watch` following the jobs: a fresh
     # context (empty memo, its own store connection and lease owner) for each cycle, over
     # the same open connection; opening it is not timed (that is start-up, section 4).
-    monitor._release_observed(context)
+    monitor.Monitor.of(context).release_leases()
     raws_again: list[float] = []
     writes = 0
     for _ in range(args.reps):

@@ -182,7 +182,7 @@ class Builder:
         parts = [self._head("runjob: jobs", stamp=True), f"<h1>Jobs ({len(summaries)})</h1>", '<p class="counts">']
         parts += [f'<span class="state state-{esc(k)}">{esc(k)}: {v}</span> ' for k, v in sorted(counts.items())]
         parts.append('</p><input id="filter" type="search" placeholder="filter jobs" aria-label="filter jobs">')
-        columns = ("job", "cluster", "state", "attempts", "elapsed", "GPU-hours", "cost", "rows", "score", "curve",
+        columns = ("job", "who", "cluster", "state", "attempts", "elapsed", "GPU-hours", "cost", "rows", "score", "curve",
                    "last finding", "Hub")
         parts.append('<table id="jobs" class="sortable"><thead><tr>')
         parts += [f'<th data-type="{"num" if c in ("attempts", "elapsed", "GPU-hours", "cost", "rows", "score") else "text"}">'
@@ -196,7 +196,8 @@ class Builder:
     def _job_page(self, row, report: dict[str, Any], events: list | None = None, metrics: list | None = None) -> None:
         events = self.store.events(row.id) if events is None else events
         metrics = self.store.metrics(row.id) if metrics is None else metrics
-        parts = [self._head(f"runjob: {row.name}"), f"<h1>{esc(row.name)} <small>{esc(row.id)}</small></h1>",
+        by = f' <small class="who">submitted by {esc(row.who)}</small>' if row.who else ""
+        parts = [self._head(f"runjob: {row.name}"), f"<h1>{esc(row.name)} <small>{esc(row.id)}</small>{by}</h1>",
                  f'<p class="headline">{esc(render.headline(report))}</p>']
         closing = report["closing"]
         parts.append(f'<p class="closing {"ok" if closing["complete"] else "missing"}">{esc(closing["line"])}</p>')
@@ -314,7 +315,8 @@ def _summary(row, report: dict[str, Any], metrics: list[tuple]) -> dict[str, Any
     hub = next((a for a in reversed(report["artifacts"]) if a["kind"] == "hub"), None)
     score = (report["results"].get("score") or {}).get("mean")
     rows = report["results"].get("rows") or (attempts[-1]["rows_done"] if attempts else None)
-    return {"id": row.id, "name": row.name, "kind": row.kind, "cluster": row.cluster, "state": report["job"]["state"],
+    return {"id": row.id, "name": row.name, "who": row.who, "kind": row.kind, "cluster": row.cluster,
+            "state": report["job"]["state"],
             "outcome": row.outcome, "attempts": len(attempts), "elapsed": elapsed,
             "gpu_hours": report["resources"]["gpu_hours"], "cost": report["resources"]["cost"], "rows": rows,
             "score": score, "last_finding": findings[-1]["message"] if findings else None,
@@ -363,7 +365,8 @@ def _index_row(s: dict[str, Any]) -> str:
     hub = safe_url(s["hub"])
     hub_cell = f'<a href="{esc(hub)}" rel="noopener noreferrer">{esc(s["hub_name"])}</a>' if hub else esc(s["hub_name"] or "-")
     return (f'<tr data-job="{esc(s["id"])}"><td data-sort="{esc(s["name"])}"><a href="{page_name(s["id"])}">'
-            f'{esc(s["name"])}</a>{badge}<br><small>{esc(s["id"])}</small></td><td>{esc(s["cluster"])}</td>'
+            f'{esc(s["name"])}</a>{badge}<br><small>{esc(s["id"])}</small></td>{_who_cell(s.get("who"))}'
+            f'<td>{esc(s["cluster"])}</td>'
             f'<td class="state state-{esc(s["state"])}" title="{esc(s["outcome"] or "")}">{esc(s["state"])}</td>'
             + _num_cell(s["attempts"])
             + _num_cell(s["elapsed"], hms(s["elapsed"]) if s["elapsed"] is not None else None, extra=_eta_html(s.get("eta")))
@@ -373,6 +376,15 @@ def _index_row(s: dict[str, Any]) -> str:
             + (f'<td class="curve" data-sort="{esc(s["curve"][0])}">{s["curve"][1]}<br><small>{esc(s["curve"][0])}</small></td>'
                if s["curve"] else '<td class="curve" data-sort="">-</td>')
             + f'<td class="finding">{esc(s["last_finding"] or "-")}</td><td>{hub_cell}</td></tr>')
+
+
+def _who_cell(who: str | None) -> str:
+    """Who submitted the job (a shared state shows every member's): the user, with user@host on
+    hover; "-" for a job from before runjob recorded it (state schema 5)."""
+    if not who:
+        return '<td class="who" data-sort="">-</td>'
+    user = who.rpartition("@")[0] or who
+    return f'<td class="who" data-sort="{esc(who)}" title="{esc(who)}">{esc(user)}</td>'
 
 
 def _plots(row, report: dict[str, Any], metrics: list[tuple]) -> str:

@@ -47,6 +47,8 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     elsewhere = None if dest is not None else _collected_elsewhere(row, events)
     if dest is None and elsewhere is not None and elsewhere["reachable"]:
         dest = Path(elsewhere["path"])  # another host's folder this host sees (the same machine, a shared filesystem)
+    elif dest is None and elsewhere is not None and hook is not None and spec is not None:
+        dest = _fetch_published(row, spec, artifacts, elsewhere, hook)  # out of reach: a published copy (the Hub)
     if dest is None:
         summary, samples = results_mod.summarise([], max_tokens=max_tokens), []
         summary.update(folder=None, files=[], unparsable_lines=0)
@@ -406,6 +408,31 @@ def _collected_elsewhere(row, events) -> dict[str, Any] | None:
     path = last.data["path"]
     reachable = _results_folder.folder_of(Path(path), row.id) is not None
     return {"host": last.data.get("host"), "path": path, "who": last.who, "reachable": reachable}
+
+
+def _fetch_published(row, spec, artifacts, elsewhere: dict[str, Any], hook) -> Path | None:
+    """The job's results as a plugin published them (``runjob_fetch_results``: the Hub plugin
+    brings its copy back), fetched into ``.runjob/fetched/<job id>/``, when the folder they were
+    collected into is out of this host's reach; ``elsewhere`` says where they came from, or why
+    they could not be read. None when no plugin published them."""
+    from runjob_core.errors import RunjobError
+    from runjob_core.models import Artifact
+    from runjob_core.store import state_dir
+
+    records = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=dict(a.data))
+               for a in artifacts]
+    folder = state_dir() / "fetched" / row.id
+    try:
+        fetched = hook.runjob_fetch_results(job=spec, artifacts=records, dest=folder)
+    except RunjobError as exc:
+        elsewhere["fetch_problem"] = str(exc)
+        return None
+    if fetched is None:
+        return None
+    published = next((a for a in reversed(records) if a.kind == ARTIFACT_HUB), None)
+    elsewhere["fetched"] = {"folder": str(fetched),
+                            "from": published.location if published is not None else str(fetched)}
+    return Path(fetched)
 
 
 def _closing(row, spec, state, events, artifacts) -> dict[str, Any]:
