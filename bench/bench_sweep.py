@@ -46,7 +46,7 @@ def submit_section(args, context, cluster, user: str, arrays: list[str]) -> list
     raw_script = f"{folder}/array.sh"
     transport.put_text(raw_script, "#!/bin/bash\n#SBATCH --output=/dev/null\ntrue\n", mode=0o755)
     raw_argv = ["sbatch", "--parsable", "--array", f"0-{args.elements - 1}%1", "-p", "debug",
-                *(["-A", cluster.default_account] if cluster.default_account else []), raw_script]
+                *(["-A", cluster.options.default_account] if cluster.options.default_account else []), raw_script]
     rows = []
 
     def raw() -> None:

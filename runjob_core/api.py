@@ -332,42 +332,42 @@ class Session:
     def refresh(self, jobs: Iterable[JobRef | JobState | str]) -> list[JobState]:
         """Poll the jobs' backends once (batched per cluster), run the health checks, apply
         their actions (resume, stop), and return the new states."""
-        from runjob_core import monitor
+        from runjob_core.monitor import Monitor
 
         ids = self._ids(jobs)
-        monitor.cycle(self._context, ids)
+        Monitor.of(self._context).cycle(ids)
         return [self.status(job_id) for job_id in ids]
 
     def wait(self, jobs: Iterable[JobRef | JobState | str], *, timeout: float | None = None,
              on_cycle: Callable[[list[JobState]], None] | None = None) -> list[JobState]:
-        """Follow *jobs* until every one has ended (automatic resumes included), polling each
-        cluster once per cycle and backing off while nothing changes. Raises
-        :class:`WaitTimeoutError` (a :class:`RunjobError` and a :class:`TimeoutError`) after
-        *timeout* seconds; the jobs keep running."""
-        from runjob_core import monitor
+        """Follow *jobs* until every one has ended (automatic resumes included), as ``runjob
+        watch`` does: the invocation's :class:`~runjob_core.monitor.Monitor` polls each
+        cluster once per cycle, backs off while nothing changes and is woken by the push
+        path when a job's log or markers change. Raises :class:`WaitTimeoutError` (a
+        :class:`RunjobError` and a :class:`TimeoutError`) after *timeout* seconds; the jobs
+        keep running."""
+        from runjob_core.monitor import Monitor
 
         jobs = list(jobs)
         if any(isinstance(job, ElementRef) for job in jobs):
             return self._wait_elements(jobs, timeout=timeout, on_cycle=on_cycle)
         ids = self._ids(jobs)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if not ids:
+            return []
+        until = None if timeout is None else time.monotonic() + timeout
         context = self._context
         clusters = {context.store.get_job(job_id).cluster for job_id in ids}
         infos = [context.backend_info(context.clusters[c].type) for c in clusters if c in context.clusters]
         interval = min([i.poll_interval for i in infos] or [1.0])
         longest = max([i.max_poll_interval for i in infos] or [30.0])
-        while True:
-            result = monitor.cycle(context, ids)
-            states = [self.status(job_id) for job_id in ids]
-            if on_cycle is not None:
-                on_cycle(states)
-            if result.finished >= set(ids):
-                return states
-            if deadline is not None and time.monotonic() >= deadline:
-                waiting = ", ".join(s.name for s in states if not s.done)
-                raise WaitTimeoutError(f"still running after {timeout:g} s: {waiting}")
-            interval = min(interval, 0.5) if result.changed else min(longest, interval * 1.5)
-            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+        show = None if on_cycle is None else (lambda _result: on_cycle([self.status(job_id) for job_id in ids]))
+        result = Monitor.of(context).watch(ids, min_interval=min(interval, 0.5), max_interval=longest, on_cycle=show,
+                                           until=until)
+        states = [self.status(job_id) for job_id in ids]
+        if result.finished >= set(ids):
+            return states
+        waiting = ", ".join(s.name for s in states if not s.done)
+        raise WaitTimeoutError(f"still running after {timeout:g} s: {waiting}")
 
     def _wait_elements(self, jobs: list, *, timeout: float | None,
                        on_cycle: Callable[[list[JobState]], None] | None) -> list[JobState]:

@@ -83,7 +83,9 @@ def load_job(path: str):
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    from runjob_core.cli import _jsonout
+
+    click.echo(_jsonout.dumps(data))  # json.dumps(data, indent=2, default=str), in half the time
 
 
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:

@@ -204,8 +204,9 @@ def _measured(est, framework: str):  # noqa: ANN001, ANN202 - MemoryEstimate, im
 
     store = store_mod.Store(path)
     try:
-        rate = rates.lookup(store, est)
-        return lookup(store, est), rate, (rates.calibration(store, est, framework) if rate is None else None)
+        found = rates.records(store)
+        rate = rates.lookup(store, est, found=found)
+        return lookup(store, est), rate, (rates.calibration(store, est, framework, found=found) if rate is None else None)
     finally:
         store.close()
 

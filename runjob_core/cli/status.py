@@ -21,7 +21,8 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
             all_users: bool, as_json: bool) -> None:
     """Show JOB (id or name) with its attempts, or the recent jobs. A sweep's name or id shows
     its elements."""
-    from runjob_core import interrupted, monitor
+    from runjob_core import interrupted
+    from runjob_core.monitor import Monitor
     from runjob_core.gpu import telemetry as gpu_telemetry
     from runjob_core.models import ACTIVE_STATES
     context = open_context(as_json, quiet_kinds=("state",))
@@ -47,7 +48,7 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
         active = [r.id for r in rows if any(a.state in ACTIVE_STATES for a in attempts[r.id])]
         if active and not no_refresh:
             before = store.generation()
-            monitor.cycle(context, active)
+            Monitor.of(context).cycle(active)  # one cycle: no lease taken unless it has something to record
             if store.generation() != before:  # the cycle, or another process, recorded something
                 rows = [store.get_job(r.id) for r in rows]
                 attempts = store.attempts_of([r.id for r in rows])
@@ -129,9 +130,9 @@ def attempt_cost(store, attempt) -> dict:
     """What an attempt's rented machine cost: the backend's own figure (a ``cost`` artifact)
     once it is known, else its price (``Machine.data["usd_per_hour"]``) times the time since
     it was submitted, up to its release or end. ``{}`` for attempts without a priced machine."""
-    machine = attempt.machine
-    if machine is None:
+    if attempt.machine_json is None:  # most attempts: no machine record to parse
         return {}
+    machine = attempt.machine
     price = machine.data.get("usd_per_hour")
     billed = [a for a in store.artifacts(attempt.job_id) if a.kind == "cost" and a.attempt == attempt.n]
     if billed and isinstance(billed[-1].data.get("usd"), (int, float)):

@@ -120,25 +120,31 @@ def _first_principles(job, cluster) -> float | None:
 CALIBRATION_BAND = (0.25, 4.0)
 
 
-def calibration(store, est, framework: str, *, limit: int = 500) -> dict[str, Any] | None:
+def records(store, *, limit: int = 500) -> list[tuple[Any, Any]]:
+    """(job row, artifact) of every ``throughput`` record of the newest *limit* jobs: read once for
+    :func:`lookup` and :func:`calibration` together."""
+    return [(row, art) for row in store.list_jobs(limit=limit) for art in store.artifacts(row.id)
+            if art.kind == "throughput"]
+
+
+def calibration(store, est, framework: str, *, found: list | None = None) -> dict[str, Any] | None:
     """The median measured / first-principles ratio of the user's finished jobs like *est* (same GPU
     type, same kind, same engine for inference or framework for training), or None."""
     import statistics
 
     ratios, names = [], []
-    for row in store.list_jobs(limit=limit):
-        for art in store.artifacts(row.id):
-            d = art.data
-            if art.kind != "throughput" or d.get("gpu") != est.gpu or d.get("kind") != est.kind:
-                continue
-            if est.kind == "inference" and d.get("engine") != est.engine:
-                continue
-            if est.kind != "inference" and (d.get("framework") or "hf") != framework:
-                continue
-            fp, got = d.get("first_principles_tokens_per_s"), d.get("tokens_per_s")
-            if isinstance(fp, (int, float)) and fp > 0 and isinstance(got, (int, float)) and got > 0:
-                ratios.append(got / fp)
-                names.append(row.name)
+    for row, art in (records(store) if found is None else found):
+        d = art.data
+        if d.get("gpu") != est.gpu or d.get("kind") != est.kind:
+            continue
+        if est.kind == "inference" and d.get("engine") != est.engine:
+            continue
+        if est.kind != "inference" and (d.get("framework") or "hf") != framework:
+            continue
+        fp, got = d.get("first_principles_tokens_per_s"), d.get("tokens_per_s")
+        if isinstance(fp, (int, float)) and fp > 0 and isinstance(got, (int, float)) and got > 0:
+            ratios.append(got / fp)
+            names.append(row.name)
     if not ratios:
         return None
     low, high = CALIBRATION_BAND
@@ -147,16 +153,13 @@ def calibration(store, est, framework: str, *, limit: int = 500) -> dict[str, An
     return {"factor": factor, "runs": len(ratios), "names": sorted(set(names))[:3], "what": what, "gpu": est.gpu}
 
 
-def lookup(store, est, *, limit: int = 500) -> dict[str, Any] | None:
+def lookup(store, est, *, found: list | None = None) -> dict[str, Any] | None:
     """The newest recorded rate with the same model and settings as *est*, or None."""
     from runjob_core.estimator.measured import key_of
 
     key = key_of(est)
-    runs = []
-    for row in store.list_jobs(limit=limit):
-        for art in store.artifacts(row.id):
-            if art.kind == "throughput" and art.data.get("key") == key and art.data.get("tokens_per_s"):
-                runs.append((art.created_at, row, art))
+    runs = [(art.created_at, row, art) for row, art in (records(store) if found is None else found)
+            if art.data.get("key") == key and art.data.get("tokens_per_s")]
     if not runs:
         return None
     _created, row, art = max(runs, key=lambda r: r[0])

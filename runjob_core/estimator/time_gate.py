@@ -71,6 +71,11 @@ def _judge(job, e: Estimate, time: dict[str, Any]) -> Estimate:
                             suggestions=(f"raise resume.max_timeouts to >= {time['segments']} or ask for a longer resources.time",))
     data["warnings"] = [f"{needs}, each resumed from the last checkpoint (checkpoint.every "
                         f"{job.checkpoint.every or 'not set'}, resume.auto on, max_timeouts {job.resume.max_timeouts})"]
+    most = time.get("segments_max") or time["segments"]
+    if most > job.resume.max_timeouts:
+        data["warnings"].append(f"at the estimate's high end ({time_job.hms(time['range_seconds'][1])}) the job needs "
+                                f"{most} segments, more than resume.max_timeouts={job.resume.max_timeouts}: raise it to "
+                                f"{most} so that a slower run is not stopped before the work is done")
     return attrs.evolve(e, summary=summary, data=data, fits=None)
 
 

@@ -148,7 +148,7 @@ def line(time: dict[str, Any], *, work_hint: str = "set params.steps, train_toke
         text += (f": {n} segments of the {hms(time['limit_seconds'])} limit" if n > 1
                  else f": fits the {hms(time['limit_seconds'])} limit")
         if most > n:
-            text += f" (up to {most} at the high end)"
+            text += f" (up to {most} segments at the high end)"
     if time.get("gpu_hours") is not None:
         text += f"; {time['gpu_hours']:,.1f} GPU-hours"
         if time.get("usd") is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runjob_core.estimator import time_range, timing
+from runjob_core.estimator import decoding, time_range, timing
 from runjob_core.estimator.gpu_peaks import peaks_for
 
 
@@ -31,7 +31,7 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
     peaks = peaks_for(est.gpu)
     s = est.settings
     if est.kind == "inference":
-        rate = timing.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
+        rate = decoding.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
                                      output_tokens=work.get("output_tokens", 512.0), batch=int(s.get("concurrency") or 1),
                                      rows=work.get("rows"), max_num_seqs=int(s.get("max_num_seqs") or 256),
                                      longest_output_tokens=work.get("longest_output_tokens"),
@@ -101,8 +101,9 @@ def time_for_job(job, cluster, store) -> dict[str, Any] | None:
         raise RunjobError(f"invalid {precision!r} at $.params.precision in {job.source}: use bf16, fp16, fp8 or fp32")
     work = time_job.work_of(job, kind, est.num_gpus, est.tp if kind == "inference" else 1)
     limit = float(parse_duration(job.resources.time)) if job.resources.time else None
-    seen = rates.lookup(store, est) if store is not None else None
-    calibrated = rates.calibration(store, est, framework) if store is not None and seen is None else None
+    found = rates.records(store) if store is not None else []
+    seen = rates.lookup(store, est, found=found) if found else None
+    calibrated = rates.calibration(store, est, framework, found=found) if found and seen is None else None
     grad_accum = time_job.positive(job, "gradient_accumulation_steps", "grad_accum") or 1
     version = job.params.get("transformers_version")
     if version is not None and not (isinstance(version, str) and version[:1].isdigit()):

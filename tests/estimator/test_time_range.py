@@ -138,3 +138,27 @@ def test_a_finished_job_calibrates_estimates_with_other_settings(runjob_home):
     assert any("1 earlier run of hf lora on H100-80GB (calib)" in a for a in t["assumptions"])
     qlora = plan({**other, "params": {**other["params"], "method": "qlora"}})["data"]["time"]
     assert qlora["source"] == "first-principles"  # another kind: not calibrated by a LoRA run
+
+
+def test_more_segments_at_the_high_end_than_max_timeouts_is_warned():
+    t = _time(10 * 3600.0, limit=3600.0)  # 10 segments at the estimate, 17 at its high end
+    job = job_from_mapping({**LORA, "resources": {**LORA["resources"], "time": "1:00:00"}, "resume": {"max_timeouts": 12}},
+                           source="lora.yaml")
+    [judged] = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": t})])
+    assert judged.fits is None and "10 segments" in judged.data["warnings"][0]
+    assert "needs 17 segments, more than resume.max_timeouts=12: raise it to 17" in judged.data["warnings"][1]
+
+
+def test_without_resources_time_a_long_partition_limit_gets_the_shorter_one_that_would_do():
+    t = _time(600.0)
+    job = job_from_mapping(LORA, source="lora.yaml")
+    estimates = [Estimate(source="runjob-core", summary="time: ...", data={"time": t}),
+                 Estimate(source="slurm", summary="no resources.time", data={"partition_max_seconds": 2 * 86400})]
+    judged = time_gate.finish(job, estimates)[0]
+    assert judged.data["time"]["limit_from"] == "partition" and judged.data["time"]["suggested_seconds"] == 1200
+    assert "asks for the partition's 48:00:00: resources.time 0:20:00 would do" in judged.summary
+    assert not judged.data.get("warnings")
+    # the work beyond MaxTime: the suggestion is MaxTime itself, the fewest segments
+    long = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": _time(10 * 86400.0)}),
+                                  estimates[1]])[0]
+    assert long.data["time"]["suggested_seconds"] == 2 * 86400 and long.data["time"]["segments"] == 5

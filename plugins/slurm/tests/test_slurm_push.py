@@ -13,6 +13,7 @@ import pytest
 
 from runjob_core import lifecycle, monitor
 
+from runjob_core.monitor import Monitor
 from runjob_core.monitor import push as _watch
 from runjob_core.testing import BackendContract, write_clusters_yaml
 from runjob_slurm.testing import slurm_cluster_config
@@ -74,7 +75,7 @@ def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, 
     history: list[str] = []
 
     def on_cycle(result):
-        history.extend(w.state for w in _watch.watches(ctx))
+        history.extend(w.state for w in Monitor.of(ctx).push.watches())
         open_gate(result)
 
     monitor.watch(ctx, [row.id], min_interval=60.0, max_interval=60.0, on_cycle=on_cycle)
@@ -120,7 +121,7 @@ def test_a_killed_watcher_leaves_the_poll_to_finish_the_job(ctx, monkeypatch):
     killed: list[int] = []
 
     def kill_once_running(result):
-        watch = _watch.watches(ctx)[0] if _watch.watches(ctx) else None
+        watch = Monitor.of(ctx).push.watches()[0] if Monitor.of(ctx).push.watches() else None
         view = result.views.get(row.id)
         if not killed and watch is not None and watch.alive and view is not None and view.state == "RUNNING":
             killed.append(watch.pid)
