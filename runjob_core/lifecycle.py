@@ -121,7 +121,7 @@ def templates_for(context: RunContext):
     plugin_objects = [p for _name, p in context.pm.list_name_plugin() if p is not None]
     user_dir = Path(".runjob/templates")
     key = (str(user_dir.resolve()) if user_dir.is_dir() else None, tuple(id(p) for p in plugin_objects))
-    made = context.scratchpad("runjob-core:templates")
+    made = context.core_memory.templates
     if key not in made:
         made[key] = templating.make_environment(user_dir=user_dir, plugins=plugin_objects)
     return made[key]
