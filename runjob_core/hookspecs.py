@@ -143,8 +143,12 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
         of strings pre-flight shows without refusing), ``usd_per_hour`` (``{GPU type:
         dollars per hour for the job's GPUs}``: the core prices the time estimate's
         GPU-hours with the dearest) and ``partition_max_seconds`` (the limit a job without
-        ``resources.time`` runs under: the core counts resume segments against it). The
-        core's own time estimate puts its ``time`` object there.
+        ``resources.time`` runs under: the core counts resume segments against it),
+        ``usd_max_total`` (what one attempt may cost at most, in USD) and
+        ``usd_budget_total`` (a budget the cluster's jobs of one sweep share: the sweep
+        starts an element only while the elements' costs so far plus the ``usd_max_total``
+        of each active one stay within it). The core's own time estimate puts its ``time``
+        object there.
 
     Result: routed to the cluster's backend (plus every non-backend plugin); all non-None
     estimates are used.
@@ -152,6 +156,7 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 routed: another backend's estimate no longer runs for the job.
     .. versionchanged:: 0.3 ``data`` keys ``warnings``, ``usd_per_hour``, ``partition_max_seconds``.
+    .. versionchanged:: 0.3 ``data`` keys ``usd_max_total``, ``usd_budget_total`` (a sweep's shared budget).
     """
 
 
