@@ -60,6 +60,9 @@ class CoreMemory:
     #: Cluster name -> its backend's ``runjob_list_tagged`` answer (None: it cannot list),
     #: asked once per command (:func:`runjob_core.adopt.list_tagged`).
     tagged_jobs: dict[str, list[Any] | None] = attrs.field(factory=dict)
+    #: (user template folder, plugin ids) -> the Jinja2 environment made for them
+    #: (:func:`runjob_core.lifecycle.templates_for`): one per invocation, not one per render.
+    templates: dict[tuple[str | None, tuple[int, ...]], Any] = attrs.field(factory=dict)
 
 
 @attrs.define

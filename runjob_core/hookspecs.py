@@ -36,6 +36,9 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_release       the machine of runjob_provision is given back
     runjob_collected     once the collect is recorded: the report, the dashboard, notices
 
+And later, on any member's host: ``runjob_fetch_results`` when the report finds a job's
+results neither here nor where they were collected (a publisher's copy brought back).
+
 Expected failures (the scheduler said no, the host is unreachable, the token was
 refused) are raised as :class:`runjob_core.errors.BackendError` or
 :class:`runjob_core.errors.TransportError` with a message that says what to do; the CLI
@@ -530,6 +533,37 @@ def runjob_read_results(folder: Path, job: JobSpec | None) -> ResultsTable | Non
 
     Result: called on every plugin, first non-None answer wins; the core's built-in
     lm-evaluation-harness reader (:mod:`runjob_core.readers.lm_eval`) runs last.
+
+    .. versionadded:: 0.3
+    """
+
+
+@hookspec(firstresult=True)
+def runjob_fetch_results(job: JobSpec, artifacts: Sequence[Artifact], dest: Path) -> Path | None:
+    """Bring back a copy of a job's results that a plugin published, for a host that cannot
+    reach the folder they were collected into.
+
+    On a state shared by a team, results are collected on the host that collects
+    (``results/<name>/`` there); the ``collected`` event says where. When ``runjob report`` on
+    another member's host can reach neither its own folder nor that one, it asks here: a
+    publisher that put the results somewhere this host can read them (the Hub) copies them into
+    *dest*, and the report reads them from there like a collected folder (results readers
+    included) and says where they came from.
+
+    :param job: The job's specification.
+    :param artifacts: The job's recorded artifacts, oldest first (an implementation looks for
+        its own: the Hub plugin for its ``ARTIFACT_HUB`` ones, whose ``data`` holds the commit
+        and files it published).
+    :param dest: An empty or earlier-fetched folder of this host's own, for this job only
+        (``.runjob/fetched/<job id>/``). Write nothing outside it. It may hold what an earlier
+        call brought: an implementation that finds the same copy there answers without fetching.
+    :returns: The folder the results are in now (*dest* or a folder inside it), or ``None``
+        when this plugin published nothing of this job.
+    :raises runjob_core.errors.RunjobError: The copy exists and cannot be read now (the
+        service is unreachable, the token is refused); the report shows the line and goes on.
+
+    Result: called on every plugin, the first non-None answer wins. Not called by the
+    dashboard (a build would fetch every job), nor when the results are within reach.
 
     .. versionadded:: 0.3
     """

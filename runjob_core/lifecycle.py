@@ -115,8 +115,16 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
 
 
 def templates_for(context: RunContext):
+    """The Jinja2 environment of this invocation's plugins and user templates: made once per
+    context (a sweep's 1,000 elements render with one; Jinja2 still reloads a template whose
+    file changed), again if the user's template folder appears or the plugins change."""
     plugin_objects = [p for _name, p in context.pm.list_name_plugin() if p is not None]
-    return templating.make_environment(user_dir=Path(".runjob/templates"), plugins=plugin_objects)
+    user_dir = Path(".runjob/templates")
+    key = (str(user_dir.resolve()) if user_dir.is_dir() else None, tuple(id(p) for p in plugin_objects))
+    made = context.core_memory.templates
+    if key not in made:
+        made[key] = templating.make_environment(user_dir=user_dir, plugins=plugin_objects)
+    return made[key]
 
 
 def new_attempt(

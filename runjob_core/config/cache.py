@@ -91,8 +91,15 @@ def _store(folder: Path, entry: Path, result: object) -> None:
         if not is_private_dir(folder):
             log.debug("spec cache %s is not private to this user; not caching", folder)
             return
+        try:
+            blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            # A plugin's options class defined where pickle cannot name it (inside a function):
+            # that file is parsed every time, as without a cache.
+            log.debug("spec cache: %s cannot be pickled (%s); not caching", entry.name, exc)
+            return
         tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
-        tmp.write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_bytes(blob)
         tmp.replace(entry)
         entries = list(folder.glob("*.pickle"))
         if len(entries) > MAX_ENTRIES:

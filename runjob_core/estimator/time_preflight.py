@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runjob_core.estimator import time_range, timing
+from runjob_core.estimator import decoding, time_range, timing
 from runjob_core.estimator.gpu_peaks import peaks_for
 
 
@@ -31,7 +31,7 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
     peaks = peaks_for(est.gpu)
     s = est.settings
     if est.kind == "inference":
-        rate = timing.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
+        rate = decoding.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
                                      output_tokens=work.get("output_tokens", 512.0), batch=int(s.get("concurrency") or 1),
                                      rows=work.get("rows"), max_num_seqs=int(s.get("max_num_seqs") or 256),
                                      longest_output_tokens=work.get("longest_output_tokens"),

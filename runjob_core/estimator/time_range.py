@@ -2,7 +2,7 @@
 
 A first-principles rate is a model, not a measurement: on the held-out set (measured rates no
 constant was tuned on, ``tests/estimator/data/time_heldout.json``) 90% of the training cases lie
-within 1.7x of it and 90% of the inference cases within 1.9x (round 6: 59 cases). The range a
+within 1.7x of it and 90% of the inference cases within 1.9x (round 6: 58 cases). The range a
 ``time`` object carries is the estimate divided and multiplied by that factor, so a user reads
 "about 17 h (10-29 h)". ``test_range_factors_cover_the_held_out_set`` keeps the factors honest
 when the set grows. A rate measured on this cluster for the same key is only as uncertain as one

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 #: One colour per attempt (1-based, cycling): a resumed attempt continues the curve in its own colour.
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f")
@@ -17,8 +18,15 @@ W, H = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 20, 34
 
 
+#: A character html.escape(quote=True) changes: most texts of a page (numbers, ids, states) have none.
+_SPECIAL = re.compile("[&<>\"']").search
+
+
 def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """``html.escape(str(value), quote=True)``; a text with nothing to escape is returned as it is
+    (one regex search instead of five replacements: a dashboard escapes ~170,000 texts)."""
+    text = value if type(value) is str else str(value)
+    return html.escape(text, quote=True) if _SPECIAL(text) else text
 
 
 def fmt(value: float) -> str:

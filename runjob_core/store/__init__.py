@@ -109,7 +109,7 @@ CREATE TABLE IF NOT EXISTS pending_actions(
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -181,6 +181,9 @@ _MIGRATIONS: dict[int, tuple[Any, ...]] = {
     5: (_SWEEPS, _add_sweep_columns),
     # 7: PostgreSQL's change counter of jobs and attempts (what the monitor's caches key on); SQLite: none.
     6: (_add_change_counter,),
+    # 8: the jobs by creation time: `runjob status` lists the latest 20 by reading 20 index entries, where
+    # SQLite sorted every job row, specs and scripts included (6 ms at 2,000 jobs, 0.04 ms with it).
+    7: ("CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at)",),
 }
 
 #: Points kept per job, attempt and metric series: past this, every other point is dropped
@@ -906,6 +909,17 @@ class Store:
             for r in rows
         ]
 
+    def artifacts_of(self, job_ids: list[str]) -> dict[str, list[ArtifactRow]]:
+        """:meth:`artifacts` of many jobs (job id -> its artifacts, by id), one query whatever their number."""
+        found: dict[str, list[ArtifactRow]] = {job_id: [] for job_id in job_ids}
+        among, params = self._db.among(list(found))
+        cursor = self._db.execute(f"SELECT * FROM artifacts WHERE job_id {among} ORDER BY id", params)
+        for r in cursor.fetchall():
+            found[r["job_id"]].append(ArtifactRow(r["id"], r["job_id"], r["attempt"], r["name"], r["kind"], r["location"],
+                                                  r["source"], r["rows"], json.loads(r["data_json"]) if r["data_json"] else {},
+                                                  r["created_at"]))
+        return found
+
     # ------------------------------------------------------------------ metrics history
 
     def add_metrics(self, job_id: str, attempt: int, points: list[tuple[str, float | None, float | None, float]],
@@ -960,11 +974,15 @@ class Store:
         found: dict[str, list[tuple]] = {}
         among, params = self._db.among(list(dict.fromkeys(job_ids)))
         where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
+        # In the index's order (job first): no sort of every point, and each job's points come together.
         cursor = self._db.execute(f"SELECT job_id, attempt, series, step, ts, value FROM metrics WHERE job_id {among}{where}"
-                                  " ORDER BY series, attempt, step, ts", (*params, *series))
+                                  " ORDER BY job_id, series, attempt, step, ts", (*params, *series))
         _plain_rows(cursor)
-        for job_id, *point in cursor.fetchall():
-            found.setdefault(job_id, []).append(tuple(point))
+        from itertools import groupby
+        from operator import itemgetter
+
+        for job_id, points in groupby(cursor.fetchall(), itemgetter(0)):
+            found[job_id] = [point[1:] for point in points]
         return found
 
     def has_metrics(self, job_id: str, source: str, *, besides: str = "") -> bool:

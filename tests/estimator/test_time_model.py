@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runjob_core.estimator import estimate, gpus, rates, timing
+from runjob_core.estimator import decoding, estimate, gpus, rates, timing
 from runjob_core.estimator.eta import eta_of
 from runjob_core.estimator.gpu_peaks import PEAKS, peaks_for
 from runjob_core.estimator.time_preflight import time_object
@@ -75,11 +75,11 @@ def test_inference_bounds_by_engine():
 
 def test_decode_bandwidth_is_capped_by_the_sms():
     # the H100 SXM reaches the prior share of its HBM: the per-SM figure is derived from it
-    assert timing.decode_bandwidth(peaks_for("H100-80GB"))[0] == pytest.approx(0.75 * 3350e9)
-    assert timing.decode_bandwidth(peaks_for("A100-80GB"))[0] == pytest.approx(0.75 * 2039e9)  # SMs to spare
-    h20, why = timing.decode_bandwidth(peaks_for("H20"))
+    assert decoding.decode_bandwidth(peaks_for("H100-80GB"))[0] == pytest.approx(0.75 * 3350e9)
+    assert decoding.decode_bandwidth(peaks_for("A100-80GB"))[0] == pytest.approx(0.75 * 2039e9)  # SMs to spare
+    h20, why = decoding.decode_bandwidth(peaks_for("H20"))
     assert h20 == pytest.approx(78 * 0.75 * 3350e9 / 132) and "78 SMs" in why  # 1.5 TB/s of its 4.0
-    assert timing.decode_bandwidth(peaks_for("H200"))[0] == pytest.approx(0.75 * 3350e9)  # the H100's 132 SMs
+    assert decoding.decode_bandwidth(peaks_for("H200"))[0] == pytest.approx(0.75 * 3350e9)  # the H100's 132 SMs
     work = {"input_tokens": 1.0, "output_tokens": 2048.0, "rows": 1, "tokens": 2048.0}
     h100 = rate("Qwen3-32B", "inference", "H100", engine="sglang", max_model_len=4096, work=work)
     on_h20 = rate("Qwen3-32B", "inference", "H20", engine="sglang", max_model_len=4096, work=work)
@@ -87,7 +87,7 @@ def test_decode_bandwidth_is_capped_by_the_sms():
     from runjob_core.estimator.arch import arch_from_config
     from runjob_core.estimator.resolve import resolve_model
 
-    fixed = timing.graph_kernels(arch_from_config(resolve_model("Qwen3-32B").config)) * timing.GRAPH_KERNEL_S
+    fixed = decoding.graph_kernels(arch_from_config(resolve_model("Qwen3-32B").config)) * decoding.GRAPH_KERNEL_S
     weights_h100 = 1 / h100["tokens_per_s"] - fixed
     assert 1 / on_h20["tokens_per_s"] == pytest.approx(weights_h100 * 132 / 78 + fixed, rel=0.03)
     assert any("78 SMs" in a for a in on_h20["assumptions"])
@@ -98,11 +98,11 @@ def test_tensor_parallel_all_reduces_are_gpu_time_sglang_cannot_hide():
     est = estimate("Qwen2.5-72B", "inference", "H100", engine="sglang", num_gpus=8, tp=8, max_model_len=4096,
                    suggest=False)
     tp8 = time_object(est, "Qwen2.5-72B", work=work)
-    weights_s = est.weights_gib * (1 << 30) / timing.decode_bandwidth(peaks_for("H100"))[0]
-    kernels_s = 80 * 12 * timing.GRAPH_KERNEL_S  # Qwen2.5: 12 graph kernels per dense layer, no q/k norm
+    weights_s = est.weights_gib * (1 << 30) / decoding.decode_bandwidth(peaks_for("H100"))[0]
+    kernels_s = 80 * 12 * decoding.GRAPH_KERNEL_S  # Qwen2.5: 12 graph kernels per dense layer, no q/k norm
     # one weight read per GPU, its kernels and 2 x 80 all-reduces, one after the other (the CPU step, hidden, is shorter)
-    assert weights_s + kernels_s + 160 * timing.TP_ALLREDUCE_S > timing.ENGINE_STEP_S
-    assert 1 / tp8["tokens_per_s"] == pytest.approx(weights_s + kernels_s + 160 * timing.TP_ALLREDUCE_S, rel=0.02)
+    assert weights_s + kernels_s + 160 * decoding.TP_ALLREDUCE_S > decoding.ENGINE_STEP_S
+    assert 1 / tp8["tokens_per_s"] == pytest.approx(weights_s + kernels_s + 160 * decoding.TP_ALLREDUCE_S, rel=0.02)
     assert any("tp all-reduces included" in a for a in tp8["assumptions"])
 
 
@@ -111,16 +111,16 @@ def test_transformers_moe_loops_over_every_expert_before_4_53():
     from runjob_core.estimator.resolve import resolve_model
 
     arch = arch_from_config(resolve_model("Qwen3-30B-A3B").config)
-    assert timing.hf_loops_all_experts(arch, "4.51.3") and timing.hf_loops_all_experts(arch, "4.52.4")
-    assert not timing.hf_loops_all_experts(arch, "4.53.0") and not timing.hf_loops_all_experts(arch, None)
-    assert not timing.hf_loops_all_experts(arch_from_config(resolve_model("Qwen3-8B").config), "4.40")
+    assert decoding.hf_loops_all_experts(arch, "4.51.3") and decoding.hf_loops_all_experts(arch, "4.52.4")
+    assert not decoding.hf_loops_all_experts(arch, "4.53.0") and not decoding.hf_loops_all_experts(arch, None)
+    assert not decoding.hf_loops_all_experts(arch_from_config(resolve_model("Qwen3-8B").config), "4.40")
     # batch 1, top-8 of 128 experts: 8 routed, 120 looped over on empty tensors
-    assert timing.experts_routed(arch, 1) == pytest.approx(8.0)
-    per_layer_old = timing.hf_moe_loop_s(arch, 1, True) / arch.n_moe_layers
-    per_layer_new = timing.hf_moe_loop_s(arch, 1, False) / arch.n_moe_layers
-    assert per_layer_old == pytest.approx(timing.EXPERT_LOOP_OPS * (8 * timing.EAGER_LAYER_S / 72
-                                                                    + 120 * timing.EAGER_EMPTY_OP_S))
-    assert per_layer_new == pytest.approx(timing.EXPERT_LOOP_OPS * 8 * timing.EAGER_LAYER_S / 72)
+    assert decoding.experts_routed(arch, 1) == pytest.approx(8.0)
+    per_layer_old = decoding.hf_moe_loop_s(arch, 1, True) / arch.n_moe_layers
+    per_layer_new = decoding.hf_moe_loop_s(arch, 1, False) / arch.n_moe_layers
+    assert per_layer_old == pytest.approx(decoding.EXPERT_LOOP_OPS * (8 * timing.EAGER_LAYER_S / 72
+                                                                    + 120 * decoding.EAGER_EMPTY_OP_S))
+    assert per_layer_new == pytest.approx(decoding.EXPERT_LOOP_OPS * 8 * timing.EAGER_LAYER_S / 72)
     work = {"input_tokens": 1.0, "output_tokens": 256.0, "rows": 1, "tokens": 256.0}
     est = estimate("Qwen3-30B-A3B", "inference", "H100", engine="hf", concurrency=1, max_model_len=512, suggest=False)
     old = time_object(est, "Qwen3-30B-A3B", work=work, transformers_version="4.51.3")
@@ -149,11 +149,11 @@ def test_vllm_adds_its_step_overhead_and_sglang_hides_it():
     vllm = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="vllm", max_model_len=4096, work=work)
     sglang = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
     # V0 vLLM schedules between forward passes: weights read + CPU step; SGLang overlaps the two
-    assert vllm["tokens_per_s"] == pytest.approx(1 / (1 / sglang["tokens_per_s"] + timing.ENGINE_STEP_S), rel=0.02)
+    assert vllm["tokens_per_s"] == pytest.approx(1 / (1 / sglang["tokens_per_s"] + decoding.ENGINE_STEP_S), rel=0.02)
     assert any("between forward passes: added" in a for a in vllm["assumptions"])
     tiny = rate("Qwen2.5-0.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
     # 0.65 ms of weights + 24 x 12 graph kernels: longer than the CPU step SGLang hides behind it
-    assert tiny["bound"] == "memory" and 1 / tiny["tokens_per_s"] > timing.ENGINE_STEP_S
+    assert tiny["bound"] == "memory" and 1 / tiny["tokens_per_s"] > decoding.ENGINE_STEP_S
     on_l40s = rate("Qwen2.5-0.5B", "inference", "L40S", engine="sglang", max_model_len=4096, work=work)
     assert on_l40s["tokens_per_s"] < tiny["tokens_per_s"]
 
@@ -165,15 +165,15 @@ def test_a_cuda_graph_step_pays_a_fixed_cost_per_kernel():
     def arch(name):
         return arch_from_config(resolve_model(name).config)
 
-    assert timing.graph_kernels(arch("Qwen2.5-7B")) == 28 * 12
-    assert timing.graph_kernels(arch("Qwen3-8B")) == 36 * 14  # q/k RMSNorm
-    assert timing.graph_kernels(arch("Qwen3-30B-A3B")) == 48 * (14 + 4)  # the MoE MLP's routing kernels
+    assert decoding.graph_kernels(arch("Qwen2.5-7B")) == 28 * 12
+    assert decoding.graph_kernels(arch("Qwen3-8B")) == 36 * 14  # q/k RMSNorm
+    assert decoding.graph_kernels(arch("Qwen3-30B-A3B")) == 48 * (14 + 4)  # the MoE MLP's routing kernels
     work = {"input_tokens": 1.0, "output_tokens": 2048.0, "rows": 1, "tokens": 2048.0}
     small = rate("Qwen2.5-1.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
     est = estimate("Qwen2.5-1.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, suggest=False)
-    weights_s = est.weights_gib * (1 << 30) / timing.decode_bandwidth(peaks_for("A100-80GB"))[0]
+    weights_s = est.weights_gib * (1 << 30) / decoding.decode_bandwidth(peaks_for("A100-80GB"))[0]
     # 28 layers x 12 kernels x 4 us = 1.3 ms on a 2.2 ms weight read: small models pay it most
-    assert 1 / small["tokens_per_s"] == pytest.approx(weights_s + 28 * 12 * timing.GRAPH_KERNEL_S, rel=0.02)
+    assert 1 / small["tokens_per_s"] == pytest.approx(weights_s + 28 * 12 * decoding.GRAPH_KERNEL_S, rel=0.02)
     hf = rate("Qwen2.5-1.5B", "inference", "A100-80GB", engine="hf", concurrency=1, max_model_len=4096, work=work)
     assert hf["bound"] == "overhead"  # eager generate: the CPU launches are the step, not the graph
 

@@ -121,3 +121,16 @@ def test_clusters_keys_lists_the_declared_help(tmp_path):
     assert list(keys) == ["default_partition", "default_account", "gres_format", "modules"]
     assert keys["gres_format"]["choices"] == ["typed", "generic"] and keys["gres_format"]["default"] == "typed"
     assert all(k["help"] for k in keys.values()) and data["required_core_keys"] == ["host"]
+
+
+def test_runjob_init_writes_the_declared_keys_as_an_entry_that_loads_when_uncommented(tmp_path):
+    runjob = str(Path(sys.executable).parent / "runjob")
+    subprocess.run([runjob, "init"], capture_output=True, text=True, cwd=tmp_path, check=True)
+    written = (tmp_path / ".runjob" / "clusters.yaml").read_text()
+    block = written[written.index("  # my-slurm:"):].split("\n\n")[0]
+    assert "#   gres_format: typed" in block and "# typed: --gres=gpu:h100:N" in block  # the declared help
+    entry = [line.replace("  # ", "  ", 1) for line in block.splitlines() if not line.lstrip("# ").startswith("(")]
+    path = _write(tmp_path, "clusters:\n" + "\n".join(entry) + "\n")
+    cluster = config.load_clusters(path)["my-slurm"]
+    assert cluster.host == "login.example.edu"
+    assert cluster.options == SlurmOptions(default_partition="gpu", default_account="mylab", modules=("cuda/12.4",))
