@@ -31,7 +31,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_ms, show, time_call, time_interleaved  # noqa: E402
+from _timing import checkout_pythonpath, median_ms, show, time_call, time_interleaved  # noqa: E402
 
 from runjob_core.testing import write_clusters_yaml  # noqa: E402
 from runjob_slurm.testing import read_cluster_env, slurm_cluster_config  # noqa: E402
@@ -165,7 +165,7 @@ def status_section(args, env: dict, context, work: Path, name: str, env_vars: di
     labels = ["ssh (ControlMaster) host squeue -h -u USER", "runjob status (the default: warm process, shared agent)",
               "runjob status, RUNJOB_WARM=0"]
     if args.baseline:
-        before_env = {**env_vars, "PYTHONPATH": args.baseline}
+        before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline)}
         subprocess.run(status, cwd=work, env=before_env, check=True, capture_output=True)  # its warm process is up
         runs.append(lambda: one_status(before_env))
         labels.append(f"before ({args.baseline}): runjob status, warm")

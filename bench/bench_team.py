@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _recorded_queue import queued_context  # noqa: E402
+from _timing import checkout_pythonpath  # noqa: E402
 
 from runjob_core.testing._state import pg_schema  # noqa: E402 - the tests' PostgreSQL setup, one for both
 
@@ -119,7 +120,7 @@ def status_ms(kind: str, count: int, reps: int, baseline: str | None) -> dict[st
         env = {**clean_env(), "RUNJOB_STATE_URL": url, "RUNJOB_HOME": str(folder / ".runjob"), "COLUMNS": "200"}
         envs = {"": env}
         if baseline:
-            envs["before: "] = {**env, "PYTHONPATH": baseline}
+            envs["before: "] = {**env, "PYTHONPATH": checkout_pythonpath(baseline)}
         commands = {"-n N --json (every job)": [RUNJOB, "status", "--no-refresh", "-n", str(count), "--json"],
                     "the default listing (20 latest)": [RUNJOB, "status", "--no-refresh"]}
         samples: dict[str, list[float]] = {}

@@ -256,8 +256,8 @@ class Connection:
         """``IN (...)`` of *values* as parameters (see the SQLite one's in
         :mod:`runjob_core.store.faults`): texts as one joined string split by the server (psycopg
         adapts a list of 10,000 strings as an array in ~15 ms, and parses a statement of 500
-        placeholders in ~2 ms, uncached), anything else as one array."""
-        if all(isinstance(value, str) and "\n" not in value for value in values):
+        placeholders in ~2 ms, uncached), anything else (a number, an empty text, a line break) as one array."""
+        if all(isinstance(value, str) and value and "\n" not in value for value in values):
             return "IN (SELECT unnest(string_to_array(?, ?)))", ("\n".join(values), "\n")
         return "= ANY(?)", (list(values),)
 
