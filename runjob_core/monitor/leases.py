@@ -48,7 +48,7 @@ class ObserveLeases:
         renewed at half its life, not every cycle: at thousands of followed jobs a commit per
         job per cycle would cost more than the poll."""
         now = time.time()
-        wanted = [key_of(a.job_id) for group, _ in grouped.values() for a in group]
+        wanted = [f"observe:{a.job_id}" for group, _ in grouped.values() for a in group]  # key_of, inlined: every job, every cycle
         held = set(self.store.held_leases("observe:"))
         due = [key for key in wanted if not (key in held and now < self.renew_at.get(key, 0.0))]
         others = self.store.try_leases(due, ttl=OBSERVE_LEASE_SECONDS)
@@ -62,7 +62,7 @@ class ObserveLeases:
     def held_elsewhere(self, grouped: Groups) -> tuple[Groups, set[str]]:
         """The cluster groups without the jobs another live process observes, read without a
         write: a one-shot cycle takes no lease up front (:meth:`to_record`)."""
-        wanted = [key_of(a.job_id) for group, _ in grouped.values() for a in group]
+        wanted = [f"observe:{a.job_id}" for group, _ in grouped.values() for a in group]  # key_of, inlined: every job, every cycle
         others = self.store.lease_holders(wanted)
         if not others:
             return grouped, set()

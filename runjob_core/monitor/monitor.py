@@ -184,17 +184,17 @@ class Monitor(MonitorState):
     def _result(self, run: _Pass) -> CycleResult:
         """The cycle's views, and which of the asked-for jobs are over."""
         store = self.context.store
-        views, job_ids = run.views, run.job_ids or []
-        state_changed = any(views[j].state != s for j, s in run.observed.items())
+        views, job_ids, observed, followed = run.views, run.job_ids or [], run.observed, run.followed
+        state_changed = any(views[j].state != s for j, s in observed.items())
         finished = set()
-        for job_id in run.followed:
+        for job_id in followed:
             if job_id not in job_ids:
                 row, latest = store.get_job(job_id), store.latest_attempt(job_id)
                 views[job_id] = view_of(row.id, row.name, latest, row.outcome)
         for job_id in job_ids:
-            if job_id in views and job_id not in run.followed:
+            if job_id in views and job_id not in followed:
                 # Ended in this very cycle (a resubmitted job shows RESUBMITTED): no extra cycle to learn it.
-                if job_id in run.observed and views[job_id].state not in ACTIVE_STATES and views[job_id].state != "RESUBMITTED":
+                if job_id in observed and views[job_id].state not in ACTIVE_STATES and views[job_id].state != "RESUBMITTED":
                     finished.add(job_id)
                 continue
             row = store.get_job(job_id)
