@@ -45,15 +45,20 @@ def squeues(ctx):
 
 
 def gated(ctx, name, command):
-    """`command` held until the first monitor cycle has polled: the job cannot end before the
-    monitor has seen it queued or running, however loaded the machine is (a bare `sleep 1` could,
-    and then the first cycle's poll, not the watcher, noticed the end). Returns the job's command
-    and the on_cycle callback that opens the gate."""
+    """`command` held until a monitor cycle has seen the job running with none of the watcher's
+    news about it left unread: the job cannot end before the monitor has seen it run, however
+    loaded the machine is (a bare `sleep 1` could, and then the first cycle's poll, or the poll
+    its start marker asked for, noticed the end instead of its end markers). Returns the job's
+    command and the on_cycle callback that opens the gate."""
     gate = f"/tmp/runjob-test-gate-{name}-{uuid.uuid4().hex[:8]}"
     transport = ctx.transport(ctx.clusters["under-test"])
+    push = Monitor.of(ctx).push
 
-    def open_gate(_result):
-        if not opened:
+    def open_gate(result):
+        running = [job_id for job_id, view in result.views.items() if view.state == "RUNNING"]
+        with push.bell:
+            unread = any(job_id in w.pending for w in push.watches() for job_id in running)
+        if not opened and running and not unread:
             opened.append(gate)
             assert transport.run(["touch", gate]).ok
 
@@ -94,7 +99,7 @@ def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, 
     # start, then its end, confirmed by that poll or by a short series of re-polls while
     # SLURM was still finishing the job (how many depends on the machine's load).
     assert len(squeues(ctx)) == 1 + event.data["wake_polls"]
-    if "resync" not in event.data["causes"]:
+    if {"marker:exit", "marker:end", "confirm"} & set(event.data["causes"]):  # an end marker drove it
         assert 1 <= event.data["ending_polls"] <= 1 + len(_watch.CONFIRM_DELAYS)
         assert event.data["wake_polls"] >= event.data["ending_polls"]
     log = ctx.transport(ctx.clusters["under-test"]).read_from(attempt.submission.log_path, 0)
