@@ -23,6 +23,28 @@ def _environment_given_back():
         os.environ.update(saved)
 
 
+@pytest.fixture(autouse=True)
+def _signals_given_back():
+    """A test that leaves SIGINT ignored or blocked in its worker fails here, by name, and the
+    worker gets it back: every later child process of that worker would inherit it (an ignored
+    or blocked SIGINT survives exec), and `runjob dashboard --serve` would never see its Ctrl-C
+    (three dashboard tests of one xdist worker timed out that way on a full run)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler, blocked = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    now_handler, now_blocked = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if now_handler is not handler or now_blocked != blocked:
+        signal.signal(signal.SIGINT, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        pytest.fail(f"this test left SIGINT's handler {handler!r} -> {now_handler!r}, blocked signals "
+                    f"{sorted(blocked)} -> {sorted(now_blocked)} (given back now)")
+
+
 def pytest_terminal_summary(terminalreporter):
     """The chaos suite's figures (tests/chaos), printed once by the controller process."""
     import json

@@ -42,3 +42,12 @@ def show(title: str, rows: list[tuple[str, list[float]]], *, target: str | None 
     if target:
         print(f"  target: {target}")
     return ratio
+
+
+def checkout_pythonpath(checkout: str) -> str:
+    """PYTHONPATH that runs another checkout's runjob (say main before a change) with this
+    interpreter: its core and each of its plugins' sources, ahead of the installed ones."""
+    from pathlib import Path
+
+    root = Path(checkout).resolve()
+    return ":".join([str(root), *sorted(str(p) for p in root.glob("plugins/*/src"))])

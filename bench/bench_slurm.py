@@ -31,7 +31,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_ms, show, time_call, time_interleaved  # noqa: E402
+from _timing import checkout_pythonpath, median_ms, show, time_call, time_interleaved  # noqa: E402
 
 from runjob_core.testing import write_clusters_yaml  # noqa: E402
 from runjob_slurm.testing import read_cluster_env, slurm_cluster_config  # noqa: E402
@@ -72,6 +72,8 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=200)
     parser.add_argument("--only", default="submit,poll,status,fifty", help="sections to run")
     parser.add_argument("--record", help="save the polled squeue output here")
+    parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): section 4 times its"
+                        " `runjob status` in turn with this one's (PYTHONPATH, a warm process of its own)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     run_id = f"{os.getpid():x}"
@@ -158,16 +160,18 @@ def status_section(args, env: dict, context, work: Path, name: str, env_vars: di
         subprocess.run(status, cwd=work, env=environ, check=True, capture_output=True)
         wrote.append(version() != before)
 
-    samples = time_interleaved([
-        lambda: subprocess.run(squeue, check=True, capture_output=True),
-        lambda: one_status(env_vars),
-        lambda: one_status(cold_env),
-    ], args.reps)
-    show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", [
-        ("ssh (ControlMaster) host squeue -h -u USER", samples[0]),
-        ("runjob status (the default: warm process, shared agent)", samples[1]),
-        ("runjob status, RUNJOB_WARM=0", samples[2]),
-    ], target="runjob status at most 1.2x")
+    runs = [lambda: subprocess.run(squeue, check=True, capture_output=True), lambda: one_status(env_vars),
+            lambda: one_status(cold_env)]
+    labels = ["ssh (ControlMaster) host squeue -h -u USER", "runjob status (the default: warm process, shared agent)",
+              "runjob status, RUNJOB_WARM=0"]
+    if args.baseline:
+        before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline)}
+        subprocess.run(status, cwd=work, env=before_env, check=True, capture_output=True)  # its warm process is up
+        runs.append(lambda: one_status(before_env))
+        labels.append(f"before ({args.baseline}): runjob status, warm")
+    samples = time_interleaved(runs, args.reps)
+    show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", list(zip(labels, samples)),
+         target="runjob status at most 1.2x")
     print(f"  status processes that wrote to the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0)")
     watcher.close()
 
@@ -194,7 +198,7 @@ def poll_section(args, env: dict, context, transport, work: Path, name: str) -> 
     # `runjob status` in a process of its own, with no `watch` following the jobs: a fresh
     # context (empty memo, its own store connection and lease owner) for each cycle, over
     # the same open connection; opening it is not timed (that is start-up, section 4).
-    monitor._release_observed(context)
+    monitor.Monitor.of(context).release_leases()
     raws_again: list[float] = []
     writes = 0
     for _ in range(args.reps):

@@ -12,7 +12,8 @@
 PostgreSQL is the test server of scripts/test-cluster.sh (127.0.0.1:5433, over TCP), in a schema of
 this run's own, dropped at the end.
 
-Run: .venv/bin/python bench/bench_team.py [--jobs 2000] [--status-jobs 10000] [--reps 10]
+Run: .venv/bin/python bench/bench_team.py [--jobs 2000] [--status-jobs 10000] [--reps 10] [--only cycle,status,events]
+     [--baseline CHECKOUT]  (CHECKOUT: say `git worktree add /tmp/before main`; its status is timed in turn)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -28,37 +28,14 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _recorded_queue import queued_context  # noqa: E402
+from _timing import checkout_pythonpath  # noqa: E402
+
+from runjob_core.testing._state import pg_schema  # noqa: E402 - the tests' PostgreSQL setup, one for both
 
 RUNJOB = str(Path(sys.executable).parent / "runjob")
-
-
-def pg_base() -> str:
-    if os.environ.get("RUNJOB_TEST_PG_URL"):
-        os.environ.setdefault("PGPASSFILE", os.environ.get("RUNJOB_TEST_PGPASSFILE", ""))
-        return os.environ["RUNJOB_TEST_PG_URL"]
-    path = Path(os.environ.get("RUNJOB_TEST_DIR", "/var/lib/runjob-test")) / "cluster.env"
-    settings = dict(line.strip().split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    os.environ["PGPASSFILE"] = settings["RUNJOB_TEST_PGPASSFILE"]
-    return settings["RUNJOB_TEST_PG_URL"]
-
-
-@contextmanager
-def pg_schema():
-    import psycopg
-
-    base = pg_base()
-    schema = "bench_" + secrets.token_hex(4)
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{base}?options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @contextmanager
@@ -68,7 +45,7 @@ def state(kind: str):
         if kind == "sqlite":
             yield f"sqlite://{tmp}/state.db", Path(tmp)
         else:
-            with pg_schema() as url:
+            with pg_schema("bench_") as url:
                 yield url, Path(tmp)
 
 
@@ -130,7 +107,10 @@ def timed_process(argv: list[str], folder: Path, env: dict, reps: int) -> tuple[
     return samples, out
 
 
-def status_ms(kind: str, count: int, reps: int) -> dict[str, list[float]]:
+def status_ms(kind: str, count: int, reps: int, baseline: str | None) -> dict[str, list[float]]:
+    """``runjob status`` processes over *count* stored jobs, as a user runs them (the warm process
+    of the default path started first); with *baseline* (a checkout of another runjob), the same
+    commands of that code (``PYTHONPATH``, a warm process of its own) in turn with this one's."""
     from runjob_core.store import Store
 
     with state(kind) as (url, folder):
@@ -138,10 +118,23 @@ def status_ms(kind: str, count: int, reps: int) -> dict[str, list[float]]:
         fill(store, count)
         store.close()
         env = {**clean_env(), "RUNJOB_STATE_URL": url, "RUNJOB_HOME": str(folder / ".runjob"), "COLUMNS": "200"}
-        every, out = timed_process([RUNJOB, "status", "--no-refresh", "-n", str(count), "--json"], folder, env, reps)
-        assert len(json.loads(out)) == count
-        default, _ = timed_process([RUNJOB, "status", "--no-refresh"], folder, env, reps)
-        return {"every": every, "default": default}
+        envs = {"": env}
+        if baseline:
+            envs["before: "] = {**env, "PYTHONPATH": checkout_pythonpath(baseline)}
+        commands = {"-n N --json (every job)": [RUNJOB, "status", "--no-refresh", "-n", str(count), "--json"],
+                    "the default listing (20 latest)": [RUNJOB, "status", "--no-refresh"]}
+        samples: dict[str, list[float]] = {}
+        for label, environ in envs.items():  # each side's warm process up
+            for argv in commands.values():
+                timed_process(argv, folder, environ, 1)
+        for _ in range(reps):
+            for what, argv in commands.items():
+                for label, environ in envs.items():
+                    times, out = timed_process(argv, folder, environ, 1)
+                    samples.setdefault(label + what, []).extend(times)
+                    if "--json" in argv:
+                        assert len(json.loads(out)) == count
+        return samples
 
 
 _READER = """
@@ -192,7 +185,7 @@ def visibility_ms(kind: str, events: int) -> tuple[list[float], list[float]]:
 
 def line(label: str, samples: list[float]) -> float:
     value = statistics.median(samples)
-    print(f"  {label:<52} {value:9.1f} ms  ({min(samples):.1f}-{max(samples):.1f})")
+    print(f"  {label:<60} {value:9.1f} ms  ({min(samples):.1f}-{max(samples):.1f})")
     return value
 
 
@@ -201,28 +194,34 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--status-jobs", type=int, default=10000)
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--only", default="cycle,status,events", help="sections to run")
+    parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): its `runjob status`"
+                        " is timed in turn with this one's")
     args = parser.parse_args()
+    only = set(args.only.split(","))
 
-    print(f"1. one monitor cycle over {args.jobs} followed jobs (squeue from recorded output), {args.reps} cycles each,"
-          " in turn")
-    cycles = cycle_ms(args.jobs, args.reps)
-    sqlite = line("SQLite", cycles["sqlite"])
-    pg = line("PostgreSQL (127.0.0.1, TCP)", cycles["postgresql"])
-    print(f"  PostgreSQL / SQLite: {pg / sqlite:.2f}x (target: at most 1.5x)")
+    if "cycle" in only:
+        print(f"1. one monitor cycle over {args.jobs} followed jobs (squeue from recorded output), {args.reps} cycles"
+              " each, in turn")
+        cycles = cycle_ms(args.jobs, args.reps)
+        sqlite = line("SQLite", cycles["sqlite"])
+        pg = line("PostgreSQL (127.0.0.1, TCP)", cycles["postgresql"])
+        print(f"  PostgreSQL / SQLite: {pg / sqlite:.2f}x (target: at most 1.5x)")
 
-    print(f"\n2. runjob status --no-refresh over {args.status_jobs} jobs (a new process each time)")
-    for kind in ("sqlite", "postgresql"):
-        times = status_ms(kind, args.status_jobs, max(3, args.reps // 2))
-        line(f"{kind}: -n {args.status_jobs} --json (every job)", times["every"])
-        line(f"{kind}: the default listing (20 latest)", times["default"])
-    print("  target: at most 1 s")
+    if "status" in only:
+        print(f"\n2. runjob status --no-refresh over {args.status_jobs} jobs (a new process each time, in turn)")
+        for kind in ("sqlite", "postgresql"):
+            for label, samples in status_ms(kind, args.status_jobs, max(3, args.reps // 2), args.baseline).items():
+                line(f"{kind}: {label}", samples)
+        print("  target: at most 1 s")
 
-    print("\n3. an event written by one process, seen by another (host B)")
-    for kind in ("sqlite", "postgresql"):
-        polled, cli = visibility_ms(kind, 20)
-        line(f"{kind}: a reader polling every 10 ms sees it after", polled)
-        line(f"{kind}: runjob events --json on host B, right after", cli)
-    print("  target: within 1 s")
+    if "events" in only:
+        print("\n3. an event written by one process, seen by another (host B)")
+        for kind in ("sqlite", "postgresql"):
+            polled, cli = visibility_ms(kind, 20)
+            line(f"{kind}: a reader polling every 10 ms sees it after", polled)
+            line(f"{kind}: runjob events --json on host B, right after", cli)
+        print("  target: within 1 s")
 
 
 if __name__ == "__main__":

@@ -121,7 +121,9 @@ def _record_endings(context: RunContext, row: JobRow, numbers: list[int], reason
 
 
 def _unconfirmed(context: RunContext, row: JobRow, attempt, wait: float) -> str:
-    said = context.scratchpad("runjob-core:cancel-polls").get((row.id, attempt.n))
+    from runjob_core.monitor import Monitor
+
+    said = Monitor.of(context).cancel_polls.get((row.id, attempt.n))
     words = f"{said.state}" + (f": {said.reason}" if said and said.reason else "") if said else "no answer from the poll"
     message = (f"attempt {attempt.n} ({attempt.backend_job_id}) has not ended {wait:.0f} s after {row.backend} was asked "
                f"to cancel it ({row.backend} says {words})")

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 #: Failing poll cycles of a job's backend before the job is marked as unreachable.
 BROKEN_AFTER = 5
-_MEMO = "runjob-core:plugin-errors"
 
 
 class PluginError(RunjobError):
@@ -44,22 +43,22 @@ class PluginError(RunjobError):
 
 def traceback_file(context: RunContext, plugin: str, hook: str, exc: BaseException) -> Path:
     """The file holding *exc*'s traceback (written once per distinct error per process)."""
-    memo = context.scratchpad(_MEMO)
-    key = ("file", plugin, hook, type(exc).__name__, str(exc))
-    if key not in memo:
+    files = context.core_memory.plugin_failures.tracebacks
+    key = (plugin, hook, type(exc).__name__, str(exc))
+    if key not in files:
         from runjob_core.redact import redact
 
         folder = Path(context.state_dir) / "errors"
         folder.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", f"{plugin}-{hook}")
-        path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{len(memo)}-{safe}.txt"
+        path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{len(files)}-{safe}.txt"
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         # Private to the user: a traceback may show paths and values of the job.
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             handle.write(redact(f"plugin {plugin!r} failed in {hook}\n\n{text}"))
-        memo[key] = path
-    return memo[key]
+        files[key] = path
+    return files[key]
 
 
 def describe(context: RunContext, plugin: str, hook: str, exc: BaseException) -> str:
@@ -77,13 +76,13 @@ def record(context: RunContext, job_id: str | None, hook: str, plugin: str, exc:
            attempt: int | None = None, *, quiet: bool = False) -> str:
     """Record the bug once per job and cycle (see the module docstring); returns the line."""
     line = describe(context, plugin, hook, exc)
-    memo = context.scratchpad(_MEMO)
-    key = ("event", job_id, attempt, plugin, hook, memo.get("cycle", 0))
-    if key in memo:
+    failures = context.core_memory.plugin_failures
+    key = (job_id, attempt, plugin, hook)
+    if key in failures.recorded:
         return line
-    memo[key] = True
-    shown_before = quiet or ("line", plugin, hook) in memo
-    memo[("line", plugin, hook)] = True
+    failures.recorded.add(key)
+    shown_before = quiet or (plugin, hook) in failures.shown
+    failures.shown.add((plugin, hook))
     context.event(job_id, "plugin_error", line, attempt=attempt, source=plugin, hook=hook,
                   traceback=str(traceback_file(context, plugin, hook, exc)), quiet=shown_before)
     return line
@@ -91,8 +90,7 @@ def record(context: RunContext, job_id: str | None, hook: str, plugin: str, exc:
 
 def next_cycle(context: RunContext) -> None:
     """A new monitoring cycle: the same error may be recorded once more per job."""
-    memo = context.scratchpad(_MEMO)
-    memo["cycle"] = memo.get("cycle", 0) + 1
+    context.core_memory.plugin_failures.recorded.clear()
 
 
 def raiser(context: RunContext, hook: str, *, job_id: str | None = None, attempt: int | None = None):

@@ -65,15 +65,15 @@ def list_tagged(context, cluster: ClusterConfig) -> list[TaggedJob] | None:
     """The backend's answer to ``runjob_list_tagged`` for *cluster* (None: it cannot list),
     asked once per command: the jobs this command submits are in its store, so a sweep of
     new specs costs one listing, not one per spec."""
-    pad = context.scratchpad("runjob-core:adopt")
-    if cluster.name not in pad:
+    listings = context.core_memory.tagged_jobs
+    if cluster.name not in listings:
         caller = context.hook("runjob_list_tagged", cluster.type)
         listed = None
         if caller.get_hookimpls():
             listed = _plugin_errors.call_first(context, caller, {"cluster": cluster, "context": context},
                                                hook="runjob_list_tagged", blame=cluster.type)
-        pad[cluster.name] = None if listed is None else list(listed)
-    return pad[cluster.name]
+        listings[cluster.name] = None if listed is None else list(listed)
+    return listings[cluster.name]
 
 
 def _unknown(context, cluster: ClusterConfig, tagged: TaggedJob) -> Found | None:

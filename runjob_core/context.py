@@ -16,6 +16,56 @@ from runjob_core.transport import LocalTransport, Transport, harvested
 
 
 @attrs.define
+class PluginFailures:
+    """What :mod:`runjob_core._plugin_errors` remembers of plugin bugs in one invocation:
+    a traceback file per distinct error, one event per job and cycle, one line per plugin
+    and hook on the terminal."""
+
+    #: (plugin, hook, exception type, message) -> the file holding its traceback.
+    tracebacks: dict[tuple[str, str, str, str], Path] = attrs.field(factory=dict)
+    #: (job id, attempt, plugin, hook) of the ``plugin_error`` events recorded in this
+    #: monitoring cycle (emptied when the next one starts: it may record them again).
+    recorded: set[tuple[str | None, int | None, str, str]] = attrs.field(factory=set)
+    #: (plugin, hook) already shown on the terminal: later events of it are quiet.
+    shown: set[tuple[str, str]] = attrs.field(factory=set)
+
+
+@attrs.define
+class GpuMemory:
+    """What the GPU telemetry (:mod:`runjob_core.gpu.telemetry`, read by the monitor) and the
+    built-in GPU checks (:mod:`runjob_core.defaults.gpu_health`) keep between cycles, per
+    attempt tag."""
+
+    #: Attempt tag -> GPU index -> its idle clock and last sample (``telemetry.state``).
+    gpus: dict[str, dict[int, dict[str, Any]]] = attrs.field(factory=dict)
+    #: Attempt tag -> time.monotonic() before which nothing new can have been sampled.
+    next_read: dict[str, float] = attrs.field(factory=dict)
+    #: (tag, label, marker) of each GPU finding said already (once, not every cycle).
+    said: set[tuple[str, str, str]] = attrs.field(factory=set)
+    #: Attempt tag -> the last non-blank log line seen (quoted by the idle finding).
+    last_lines: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class CoreMemory:
+    """What the core remembers for the length of one invocation, outside the monitor (whose
+    memory between cycles is its own :class:`runjob_core.monitor.Monitor`). Typed attributes,
+    unlike the plugins' :meth:`RunContext.scratchpad`."""
+
+    plugin_failures: PluginFailures = attrs.field(factory=PluginFailures)
+    gpu: GpuMemory = attrs.field(factory=GpuMemory)
+    #: (cluster, model.path, model.name) -> the model's maximum context or why it is unknown
+    #: (:func:`runjob_core.defaults.model_length.supported`), read once per invocation.
+    model_lengths: dict[tuple[str, str | None, str | None], Any] = attrs.field(factory=dict)
+    #: Cluster name -> its backend's ``runjob_list_tagged`` answer (None: it cannot list),
+    #: asked once per command (:func:`runjob_core.adopt.list_tagged`).
+    tagged_jobs: dict[str, list[Any] | None] = attrs.field(factory=dict)
+    #: (user template folder, plugin ids) -> the Jinja2 environment made for them
+    #: (:func:`runjob_core.lifecycle.templates_for`): one per invocation, not one per render.
+    templates: dict[tuple[str | None, tuple[int, ...]], Any] = attrs.field(factory=dict)
+
+
+@attrs.define
 class RunContext:
     """The state store, plugin manager, clusters and open transports of one invocation.
 
@@ -34,6 +84,12 @@ class RunContext:
     _backends: dict[str, BackendInfo] | None = None
     _callers: dict[tuple[str, str], Any] = attrs.field(factory=dict)
     _scratch: dict[str, dict[Any, Any]] = attrs.field(factory=dict)
+    #: What the core itself remembers for this invocation (never in the plugins' scratchpad).
+    core_memory: CoreMemory = attrs.field(factory=CoreMemory, init=False)
+    #: The invocation's :class:`runjob_core.monitor.Monitor`: everything the monitor keeps
+    #: between cycles (its memo, observe leases, push watches ...) lives on it, made by
+    #: ``Monitor.of(context)`` on first use (not imported here: the monitor sits above).
+    monitor: Any = attrs.field(default=None, init=False)
 
     #: The one process runner; plugins call ``context.run(argv, ...)`` (never through a
     #: shell). A plain call *waits* for the process and *captures* its output: it returns a
@@ -88,7 +144,9 @@ class RunContext:
         return caller
 
     def scratchpad(self, owner: str) -> dict[Any, Any]:
-        """A dict a plugin may keep per-invocation state in (e.g. streaming checkers)."""
+        """A dict a plugin may keep per-invocation state in (e.g. streaming checkers).
+        The plugins' own: the core keeps its state in typed attributes (:attr:`core_memory`,
+        :attr:`monitor`)."""
         return self._scratch.setdefault(owner, {})
 
     def event(self, job_id: str | None, kind: str, message: str, *, source: str = "runjob",

@@ -38,6 +38,9 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_read_results  a harness's own files as one table (collect's checks, the report)
     runjob_collected     once the collect is recorded: the report, the dashboard, notices
 
+And later, on any member's host: ``runjob_fetch_results`` when the report finds a job's
+results neither here nor where they were collected (a publisher's copy brought back).
+
 Expected failures (the scheduler said no, the host is unreachable, the token was
 refused) are raised as :class:`runjob_core.errors.BackendError` or
 :class:`runjob_core.errors.TransportError` with a message that says what to do; the CLI
@@ -110,11 +113,17 @@ def runjob_backend_info() -> BackendInfo | None:
     :returns: A :class:`BackendInfo` whose ``name`` is your backend name (your entry-point
         name), or ``None`` if your plugin is not a backend. ``options`` is an attrs class
         of the keys your clusters take beside the core's (``api_url``, ``gpu_types``...),
-        validated with the same file/key-path/did-you-mean errors as the core's keys.
+        validated with the same file/key-path/did-you-mean errors as the core's keys and
+        handed to every hook as ``cluster.options``. Declare each key's help and choices
+        with :func:`runjob_core.config.options.option`; subclass
+        :class:`~runjob_core.config.options.ClusterOptions` for rules across keys
+        (``problems``, run when ``clusters.yaml`` is loaded) and for the rows that show
+        your clusters in ``runjob clusters`` and the review (``describe``).
 
     Result: called on every plugin; each backend's answer is kept by its ``name``.
 
     .. versionadded:: 0.2
+    .. versionchanged:: 0.3 the options class may declare help and choices, ``problems`` and ``describe``.
     """
 
 
@@ -136,8 +145,12 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
         of strings pre-flight shows without refusing), ``usd_per_hour`` (``{GPU type:
         dollars per hour for the job's GPUs}``: the core prices the time estimate's
         GPU-hours with the dearest) and ``partition_max_seconds`` (the limit a job without
-        ``resources.time`` runs under: the core counts resume segments against it). The
-        core's own time estimate puts its ``time`` object there.
+        ``resources.time`` runs under: the core counts resume segments against it),
+        ``usd_max_total`` (what one attempt may cost at most, in USD) and
+        ``usd_budget_total`` (a budget the cluster's jobs of one sweep share: the sweep
+        starts an element only while the elements' costs so far plus the ``usd_max_total``
+        of each active one stay within it). The core's own time estimate puts its ``time``
+        object there.
 
     Result: routed to the cluster's backend (plus every non-backend plugin); all non-None
     estimates are used.
@@ -145,6 +158,7 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 routed: another backend's estimate no longer runs for the job.
     .. versionchanged:: 0.3 ``data`` keys ``warnings``, ``usd_per_hour``, ``partition_max_seconds``.
+    .. versionchanged:: 0.3 ``data`` keys ``usd_max_total``, ``usd_budget_total`` (a sweep's shared budget).
     """
 
 
@@ -528,6 +542,37 @@ def runjob_read_results(folder: Path, job: JobSpec | None) -> ResultsTable | Non
 
     Result: called on every plugin, first non-None answer wins; the core's built-in
     lm-evaluation-harness reader (:mod:`runjob_core.readers.lm_eval`) runs last.
+
+    .. versionadded:: 0.3
+    """
+
+
+@hookspec(firstresult=True)
+def runjob_fetch_results(job: JobSpec, artifacts: Sequence[Artifact], dest: Path) -> Path | None:
+    """Bring back a copy of a job's results that a plugin published, for a host that cannot
+    reach the folder they were collected into.
+
+    On a state shared by a team, results are collected on the host that collects
+    (``results/<name>/`` there); the ``collected`` event says where. When ``runjob report`` on
+    another member's host can reach neither its own folder nor that one, it asks here: a
+    publisher that put the results somewhere this host can read them (the Hub) copies them into
+    *dest*, and the report reads them from there like a collected folder (results readers
+    included) and says where they came from.
+
+    :param job: The job's specification.
+    :param artifacts: The job's recorded artifacts, oldest first (an implementation looks for
+        its own: the Hub plugin for its ``ARTIFACT_HUB`` ones, whose ``data`` holds the commit
+        and files it published).
+    :param dest: An empty or earlier-fetched folder of this host's own, for this job only
+        (``.runjob/fetched/<job id>/``). Write nothing outside it. It may hold what an earlier
+        call brought: an implementation that finds the same copy there answers without fetching.
+    :returns: The folder the results are in now (*dest* or a folder inside it), or ``None``
+        when this plugin published nothing of this job.
+    :raises runjob_core.errors.RunjobError: The copy exists and cannot be read now (the
+        service is unreachable, the token is refused); the report shows the line and goes on.
+
+    Result: called on every plugin, the first non-None answer wins. Not called by the
+    dashboard (a build would fetch every job), nor when the results are within reach.
 
     .. versionadded:: 0.3
     """

@@ -115,8 +115,16 @@ def preflight(context: RunContext, job: JobSpec, cluster: ClusterConfig, *, cana
 
 
 def templates_for(context: RunContext):
+    """The Jinja2 environment of this invocation's plugins and user templates: made once per
+    context (a sweep's 1,000 elements render with one; Jinja2 still reloads a template whose
+    file changed), again if the user's template folder appears or the plugins change."""
     plugin_objects = [p for _name, p in context.pm.list_name_plugin() if p is not None]
-    return templating.make_environment(user_dir=Path(".runjob/templates"), plugins=plugin_objects)
+    user_dir = Path(".runjob/templates")
+    key = (str(user_dir.resolve()) if user_dir.is_dir() else None, tuple(id(p) for p in plugin_objects))
+    made = context.core_memory.templates
+    if key not in made:
+        made[key] = templating.make_environment(user_dir=user_dir, plugins=plugin_objects)
+    return made[key]
 
 
 def new_attempt(
@@ -149,12 +157,14 @@ def render_preview(context: RunContext, job: JobSpec, cluster: ClusterConfig, *,
 
 
 def review_rows(job: JobSpec, cluster: ClusterConfig, rendered: Rendered | None = None) -> list[tuple[str, str]]:
+    from runjob_core.config import options
+
     res = job.resources
-    partition = res.partition or cluster.default_partition or "(default)"
     gpus = f"{res.gpus} x {res.gpu_type or cluster.gpu_type or 'any'}" if res.gpus else "none"
     rows = [
-        ("job", job.name), ("cluster", f"{cluster.name} ({cluster.type})"), ("partition", partition),
-        ("account", res.account or cluster.default_account or "(default)"), ("GPUs", gpus),
+        ("job", job.name), ("cluster", f"{cluster.name} ({cluster.type})"),
+        # Where the job goes on the cluster, in the backend's words (SLURM: partition, account).
+        *options.describe(cluster, job), ("GPUs", gpus),
         ("CPUs / memory", f"{res.cpus} / {res.mem or '(default)'}"), ("time limit", res.time or "(default)"),
         ("template", job.template), ("model", job.model.path or job.model.name or "-"),
         ("input", job.data.input or "-"), ("output", job.data.output),
@@ -251,7 +261,7 @@ def submit(
     store does not know but the cluster runs (a lost store) is adopted (:mod:`runjob_core.adopt`).
     *sweep* is (sweep id, element index) for an element of a sweep (:mod:`runjob_core.sweep`).
     """
-    spec_hash = config.spec_hash(job)
+    spec_json, spec_hash = config.spec_json_and_hash(job)
     # One writer per spec: of runjob processes submitting the same spec at once, one creates
     # the job and the others find it here and follow it (see runjob_core.store.leases).
     claim = f"spec:{job.name}:{spec_hash}:{kind}"
@@ -276,7 +286,7 @@ def submit(
         if followed is not None:
             return followed  # submitted by another process while this one was reviewing
         context.store.create_job(
-            job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=config.job_to_json(job),
+            job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type, spec_json=spec_json,
             spec_hash=spec_hash, spec_path=spec_path, kind=kind,
             sweep_id=sweep[0] if sweep else None, sweep_index=sweep[1] if sweep else None,
         )

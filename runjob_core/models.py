@@ -64,7 +64,9 @@ JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 @frozen
 class ClusterConfig:
-    """One entry of ``clusters.yaml`` (field names follow the seed skill's config)."""
+    """One entry of ``clusters.yaml``: the keys every backend shares (field names follow the
+    seed skill's config). A backend's own keys (SLURM's ``default_partition``, RunPod's
+    ``gpu_types``) are its declared options, in :attr:`options`."""
 
     name: str
     type: str = "local"
@@ -75,19 +77,17 @@ class ClusterConfig:
     known_hosts: str | None = None
     proxy_jump: str | None = None
     allow_unknown_host: bool = False
-    default_partition: str | None = None
-    default_account: str | None = None
     scratch_path: str | None = None
-    gres_format: str = "typed"
     gpu_type: str | None = None
-    modules: tuple[str, ...] = ()
     conda_env: str | None = None
     env: dict[str, str] = field(factory=dict)
     settings: dict[str, Any] = field(factory=dict)
     #: The scheduler already gives each job its own TMPDIR: the script leaves it alone.
     private_tmpdir: bool = False
-    #: The backend's own keys, structured by the class its :class:`BackendInfo` declares
-    #: (``None`` when the backend declares none).
+    #: The backend's own keys, written flat beside the core's in the entry and structured by
+    #: the class its :class:`BackendInfo` declares (``None`` when it declares none; a plain
+    #: mapping, unchecked, while its backend is not installed). See
+    #: :mod:`runjob_core.config.options`.
     options: Any = None
     source: str = "built-in"
 
@@ -353,6 +353,8 @@ class BackendInfo:
     #: An attrs class of the backend's own cluster keys (flat in the cluster entry, beside
     #: ``host`` and ``scratch_path``); validated like the core's keys, unknown keys stay
     #: errors. The structured value is ``cluster.options``. ``None``: no keys of its own.
+    #: Its fields may carry help and choices, and the class rules across keys and the rows
+    #: that show a cluster: :class:`runjob_core.config.options.ClusterOptions`.
     options: type | None = None
     #: Core keys a cluster of this backend must set (``host`` for a login node over SSH).
     required_keys: tuple[str, ...] = ()

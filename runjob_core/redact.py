@@ -38,3 +38,13 @@ def find_token(text: str) -> str | None:
     """The first token-shaped value in *text*, if any."""
     match = _TOKEN_PATTERNS.search(text)
     return match.group(0) if match else None
+
+
+def log_filter() -> tuple[str, str]:
+    """(python, file) of the filter that copies its stdin to stdout with :func:`redact`
+    applied, run as ``python -S -I FILE``: a detached job's output on its way into the log
+    (``transport.detached.wrapper_argv(..., redact_with=log_filter())``)."""
+    import sys
+    from pathlib import Path
+
+    return sys.executable, str(Path(__file__).with_name("_log_redactor.py"))

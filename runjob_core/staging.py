@@ -24,6 +24,7 @@ import fnmatch
 import importlib.resources
 import json
 import os
+import posixpath
 from pathlib import Path
 
 import attrs
@@ -111,23 +112,52 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     *started_with* (a resumed attempt) are the hashes its job started with: a workdir
     changed since is refused with the files named, unless *accept_changes* (``--force``),
     for jobs that run a synced copy (remote clusters); a local job runs the folder itself."""
-    hashes = None
-    if job.workdir:
-        source = Path(layout.sync_from) if layout.sync_from else Path(job.base_dir, job.workdir).resolve()
-        # A job on this machine runs in the folder itself, and writes there: what it wrote is
-        # no code change. Only a synced work copy keeps the code its job started with.
-        hashes = check_code(source, job, started_with if layout.sync_from else None, accept_changes=accept_changes)
-    files = {
+    hashes = _code_hashes(layout, job, started_with, accept_changes)
+    transport.put_tree(layout.job_dir, _folder_files(job, rendered, record), also_make=(layout.log_path.rsplit("/", 1)[0],))
+    if layout.sync_from:
+        sync_workdir(transport, Path(layout.sync_from), layout.workdir, hashes)
+    return hashes
+
+
+def stage_many(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendered, str | None]]) -> list[dict[str, str] | None]:
+    """:func:`stage` of many new jobs (a sweep's array: layout, job, rendered, record each)
+    with one ``put_tree`` for all their folders, rooted where their folders meet: one remote
+    command instead of one per job. Every folder gets the same job-side library; the SSH
+    transport's tar stream sends identical files once and links the others to it. Synced
+    workdirs are still synced one job at a time, after."""
+    hashes = [_code_hashes(layout, job, None, False) for layout, job, _r, _rec in staged]
+    root = posixpath.commonpath([layout.job_dir for layout, *_rest in staged])
+    files, logs = {}, []
+    for layout, job, rendered, record in staged:
+        prefix = posixpath.relpath(layout.job_dir, root)
+        files.update({posixpath.normpath(f"{prefix}/{rel}"): entry
+                      for rel, entry in _folder_files(job, rendered, record).items()})
+        logs.append(layout.log_path.rsplit("/", 1)[0])
+    transport.put_tree(root, files, also_make=tuple(dict.fromkeys(logs)))
+    for (layout, *_rest), code in zip(staged, hashes):
+        if layout.sync_from:
+            sync_workdir(transport, Path(layout.sync_from), layout.workdir, code)
+    return hashes
+
+
+def _code_hashes(layout: Layout, job: JobSpec, started_with: dict[str, str] | None,
+                 accept_changes: bool) -> dict[str, str] | None:
+    if not job.workdir:
+        return None
+    source = Path(layout.sync_from) if layout.sync_from else Path(job.base_dir, job.workdir).resolve()
+    # A job on this machine runs in the folder itself, and writes there: what it wrote is
+    # no code change. Only a synced work copy keeps the code its job started with.
+    return check_code(source, job, started_with if layout.sync_from else None, accept_changes=accept_changes)
+
+
+def _folder_files(job: JobSpec, rendered: Rendered, record: str | None) -> dict[str, tuple[str, int]]:
+    return {
         rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
         **job_side_files(),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
         **({JOB_RECORD: (record, 0o600)} if record is not None else {}),
     }
-    transport.put_tree(layout.job_dir, files, also_make=(layout.log_path.rsplit("/", 1)[0],))
-    if layout.sync_from:
-        sync_workdir(transport, Path(layout.sync_from), layout.workdir, hashes)
-    return hashes
 
 
 def job_record(row, state_dir: Path) -> str:

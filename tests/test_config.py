@@ -124,7 +124,18 @@ clusters:
     conda_env: rl
 """)
     della = config.load_clusters(path)["della"]
-    assert (della.host, della.modules, della.gres_format, della.source) == ("della.example.edu", ("cuda/12.4",), "typed", str(path))
+    assert (della.host, della.gpu_type, della.conda_env, della.source) == ("della.example.edu", "h100", "rl", str(path))
+    # The SLURM keys are runjob-slurm's declared options (plugins/slurm/tests/test_slurm_options.py).
+    assert (della.options.default_partition, della.options.modules, della.options.gres_format) == ("gpu", ("cuda/12.4",), "typed")
+
+
+def test_a_backend_key_on_a_cluster_of_another_type_says_whose_it_is(tmp_path):
+    path = write(tmp_path, "clusters.yaml", "clusters:\n  box:\n    type: local\n    default_partition: gpu\n")
+    with pytest.raises(ConfigError) as caught:
+        config.load_clusters(path)
+    assert caught.value.problems == [
+        f"unknown key 'default_partition' at $.clusters.box in {path} (backend 'local'); it is a key of 'slurm' clusters: "
+        "remove it, or set type: slurm"]
 
 
 def test_spec_hash_ignores_location_but_not_parameters(tmp_path):
@@ -133,6 +144,8 @@ def test_spec_hash_ignores_location_but_not_parameters(tmp_path):
     c = config.job_from_mapping({"name": "a", "command": "x", "params": {"lr": 2}}, source="a.yaml", base_dir="/one")
     assert config.spec_hash(a) == config.spec_hash(b) != config.spec_hash(c)
     assert config.job_from_json(config.job_to_json(a)) == a
+    # What a submit stores, from one unstructure: the same text and hash.
+    assert config.spec_json_and_hash(c) == (config.job_to_json(c), config.spec_hash(c))
 
 
 @pytest.mark.parametrize("key", ["HF_TOKEN", "RUNPOD_API_KEY", "WANDB_API_KEY", "MY_SERVICE_TOKEN"])

@@ -276,6 +276,51 @@ def test_backend_keys_are_validated_with_path_and_did_you_mean(runjob_home):
     assert any("$.clusters.box.fail_staging" in p for p in problems)
 
 
+def test_declared_options_bring_choices_rules_help_and_rows_without_code_in_the_core(runjob_home):
+    """The declared-options mechanism, for any backend (runjob_core.config.options)."""
+    from runjob_core import config
+    from runjob_core.config import options
+
+    @attrs.frozen
+    class QueueOptions(options.ClusterOptions):
+        queue: str = options.option("batch", help="the queue jobs go to", choices=("batch", "short"))
+        slots: int = options.option(1, help="slots per job")
+        max_slots: int = options.option(8, help="the most slots a job may ask")
+
+        def problems(self, cluster):
+            if self.slots > self.max_slots:
+                yield "slots", f"slots ({self.slots}) above max_slots ({self.max_slots}): lower it"
+
+        def describe(self, job):
+            return [("queue", self.queue)] + ([("job", job.name)] if job is not None else [])
+
+    backends = {"q": BackendInfo(name="q", source="runjob-q", options=QueueOptions),
+                "other": BackendInfo(name="other", source="runjob-other", options=RentedOptions)}
+    path = runjob_home / "clusters.yaml"
+    path.write_text("clusters:\n  box:\n    type: q\n    queue: short\n    slots: 9\n    queue_x: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        config.load_clusters(path, backends=backends)
+    assert caught.value.problems == [f"unknown key 'queue_x' at $.clusters.box in {path} (backend 'q'); did you mean 'queue'?"]
+    path.write_text("clusters:\n  box:\n    type: q\n    queue: long\n    slots: 9\n")
+    with pytest.raises(ConfigError) as caught:
+        config.load_clusters(path, backends=backends)
+    assert caught.value.problems == [f"queue must be 'batch' or 'short', not 'long' at $.clusters.box.queue in {path}",
+                                     f"slots (9) above max_slots (8): lower it at $.clusters.box.slots in {path}"]
+    path.write_text("clusters:\n  box:\n    type: q\n    price_per_hour: 2\n")
+    with pytest.raises(ConfigError) as caught:
+        config.load_clusters(path, backends=backends)
+    assert caught.value.problems == [f"unknown key 'price_per_hour' at $.clusters.box in {path} (backend 'q'); it is a key "
+                                     "of 'other' clusters: remove it, or set type: other"]
+    path.write_text("clusters:\n  box:\n    type: q\n    queue: short\n    slots: 2\n")
+    box = config.load_clusters(path, backends=backends)["box"]
+    assert box.options == QueueOptions(queue="short", slots=2)
+    assert options.describe(box) == [("queue", "short")]
+    job = config.job_from_mapping({"name": "j", "command": "true"}, source="j.yaml")
+    assert lifecycle.review_rows(job, box)[1:4] == [("cluster", "box (q)"), ("queue", "short"), ("job", "j")]
+    assert options.flat(box)["queue"] == "short" and "options" not in options.flat(box)
+    assert [(d.name, d.default, d.choices) for d in options.declared(QueueOptions)][0] == ("queue", "batch", ("batch", "short"))
+
+
 def test_keys_of_a_backend_that_is_not_installed_wait_for_it(runjob_home):
     from runjob_core import config
 
@@ -502,4 +547,8 @@ def test_a_submit_builds_its_attempt_once(runjob_home, monkeypatch):
     launched = lifecycle.launch(context, _job("once", "true"))
     assert built == [1]
     assert launched.submission.machine.id == f"m-runjob:{launched.row.id}:1"
+    # A resubmit (the monitor's resume) builds its own attempt once too.
+    monitor.watch(context, [launched.row.id], min_interval=0.2, max_interval=0.5)
+    again = lifecycle.resubmit(context, context.store.get_job(launched.row.id), resume_from=None, resume_env={})
+    assert built == [1, 2] and again.attempt == 2 and again.machine.id == f"m-runjob:{launched.row.id}:2"
     context.close()

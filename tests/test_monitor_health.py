@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from runjob_core import lifecycle, monitor
+from runjob_core.monitor import observe
 from runjob_core.config import job_from_mapping
 
 
@@ -92,4 +93,4 @@ def test_health_scan_cli_json(runjob_home, runjob_cli, tmp_path):
 def test_state_events_give_an_exit_code_only_where_it_tells_something(state, code, shown):
     from runjob_core.models import JobStatus
 
-    assert monitor._telling_exit_code(JobStatus(state=state, source="test", exit_code=code)) is shown
+    assert observe.telling_exit_code(JobStatus(state=state, source="test", exit_code=code)) is shown

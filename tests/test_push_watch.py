@@ -17,6 +17,7 @@ import pytest
 
 from runjob_core import lifecycle, monitor
 
+from runjob_core.monitor import Monitor, observe
 from runjob_core.monitor import push as _watch
 
 from runjob_core.monitor import hub as _watchhub
@@ -161,8 +162,8 @@ def test_a_cuda_oom_line_is_acted_on_when_the_watcher_reports_it(runjob_home):
 def test_unchanged_queued_jobs_cost_no_write_no_observation_no_new_view(tmp_path, monkeypatch):
     context, ids, transport = queued_context(tmp_path, 50)
     observed = []
-    real = monitor._observe
-    monkeypatch.setattr(monitor, "_observe", lambda *a, **k: observed.append(a[3].job_id) or real(*a, **k))
+    real = observe.observe
+    monkeypatch.setattr(observe, "observe", lambda *a, **k: observed.append(a[3].job_id) or real(*a, **k))
     # As `watch` cycles: it keeps its observe leases between cycles (a one-shot cycle, as
     # `runjob status` runs, gives them back at its end and takes them again next time).
     cycle = functools.partial(monitor.cycle, keep_leases=True)
@@ -195,18 +196,19 @@ def test_a_dead_watcher_is_started_again_with_every_followed_job(runjob_home, tm
         cluster = lifecycle.cluster_for(context, job_from_mapping({"name": "x", "command": "true"}, source="x.yaml"))
         log = tmp_path / "logs" / "x.rj-9.1.out"
         log.parent.mkdir()
-        assert _watch.for_cluster(context, cluster) is None  # a one-off cycle starts no watcher
-        _watch.enable(context)
-        watch = _watch.for_cluster(context, cluster)
+        push = Monitor.of(context).push
+        assert push.for_cluster(cluster) is None  # a one-off cycle starts no watcher
+        push.enable()
+        watch = push.for_cluster(cluster)
         watch.follow("rj-9", str(log))
         wait_until(lambda: watch.alive, what="the watcher to start")
         first = watch.pid
         os.kill(first, signal.SIGKILL)
         wait_until(lambda: watch.state.startswith("dead"), what="the watcher's death to be noticed")
-        assert _watch.for_cluster(context, cluster) is watch  # the same watch, subscribed again
+        assert push.for_cluster(cluster) is watch  # the same watch, subscribed again
         wait_until(lambda: watch.alive and watch.pid != first, what="a new watcher")
         log.write_text("after the restart\n")
         wait_until(lambda: "log" in watch.pending.get("rj-9", ()), what="news from the new watcher")
     finally:
-        _watch.close(context)
+        Monitor.of(context).push.close()
         context.close()

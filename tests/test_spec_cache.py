@@ -152,7 +152,7 @@ def test_unstructure_gives_what_the_cattrs_converter_gives():
     job = config.job_from_mapping(RICH, source="x.yaml", base_dir="/tmp")
     records = [
         job,
-        ClusterConfig(name="c", type="slurm", host="h", modules=("cuda/12",), env={"A": "1"}),
+        ClusterConfig(name="c", type="slurm", host="h", gpu_type="h100", env={"A": "1"}),
         Submission(job_id="rj-1", attempt=2, backend="slurm", cluster="c", backend_job_id="7", tag="t",
                    job_dir="/j", workdir="/w", log_path="/l", results_dir="/r", checkpoint_dir="/c",
                    progress_path="/p", submitted_at=1.5, source="sbatch", extra={"k": "v"}),

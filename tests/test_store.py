@@ -267,3 +267,44 @@ def test_an_in_memory_store_leaves_no_file_behind(tmp_path, monkeypatch):
     store.generation()
     store.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_lists_of_ids_of_any_length_in_one_statement(state):
+    """attempts_of, events_of, metrics_of, artifacts_of and job_heads take any number of ids (one
+    statement: was one per 500), keep each job's rows apart and in order, and read odd ids too."""
+    store = state.open()
+    ids = []
+    with store.transaction():
+        for i in range(1203):
+            job = store.create_job(job_id=f"rj-many{i:05d}", name=f"exp{i % 7}", cluster="local", backend="local",
+                                   spec_json="{}", spec_hash="h", spec_path=None)
+            ids.append(job)
+            store.begin_attempt(job)
+            if i % 100 == 0:
+                store.begin_attempt(job)
+                store.add_event(job, "note", f"event of {job}")
+                store.add_artifact(job, attempt=1, name="r", kind="results", location=f"/r/{job}", source="t")
+    for i in range(0, 1203, 100):
+        store.add_metrics(ids[i], 1, [("loss", 2.0, None, 0.5), ("loss", 1.0, None, 0.9), ("acc", 1.0, None, 0.1)],
+                          source="t")
+    statements = []
+    if not store.shared:
+        store._db.set_trace_callback(statements.append)
+    attempts = store.attempts_of(ids)
+    assert [len(attempts[job]) for job in ids] == [2 if i % 100 == 0 else 1 for i in range(1203)]
+    assert all([a.n for a in attempts[job]] == sorted(a.n for a in attempts[job]) for job in ids)
+    assert set(store.job_heads(ids)) == set(ids)
+    events = store.events_of(ids)
+    assert sorted(events) == ids[::100] and all(e.message == f"event of {job}" for job in events for e in events[job])
+    artifacts = store.artifacts_of(ids)
+    assert [a.location for a in artifacts[ids[100]]] == [f"/r/{ids[100]}"] and artifacts[ids[1]] == []
+    metrics = store.metrics_of(ids)
+    assert sorted(metrics) == ids[::100]
+    assert metrics[ids[200]] == store.metrics(ids[200]) == [(1, "acc", 1.0, None, 0.1), (1, "loss", 1.0, None, 0.9),
+                                                           (1, "loss", 2.0, None, 0.5)]
+    if not store.shared:
+        assert len(statements) == 6  # one each, whatever the number of ids
+        store._db.set_trace_callback(None)
+    # An id with a line break, or an empty one, still reads (PostgreSQL splits a joined text otherwise).
+    assert store.attempts_of(["rj-no\nsuch", "", ids[0]]) == {"rj-no\nsuch": [], "": [], ids[0]: attempts[ids[0]]}
+    assert store.attempts_of([]) == {}

@@ -88,6 +88,15 @@ def test_grid_with_one_failing_element_then_resume_only_it(runjob_home):
             assert len(rows) == 10
     before = submitted_attempts(runjob_home)
     assert len(before) == 6
+    # One element addressed by index, by values, by name: the same job everywhere a job is taken.
+    [one] = json.loads(runjob("status", "grid/4", "--json", cwd=runjob_home, check=0).stdout)
+    assert (one["id"], one["state"]) == (state["elements"][4]["job_id"], "FAILED")
+    assert "element failing on purpose" in runjob("logs", "grid/lr=0.3,seed=2", cwd=runjob_home, check=0).stdout
+    assert json.loads(runjob("report", f"{state['sweep']['id']}/lr-0.3_seed-2", "--json", cwd=runjob_home,
+                             check=0).stdout)["job"]["id"] == one["id"]
+    unknown = runjob("report", "grid/lr=0.5", cwd=runjob_home, check=1).stderr
+    assert "grid/lr=0.5: no element of sweep grid has lr=0.5 (lr takes 0.1, 0.3)" in unknown
+    assert "Traceback" not in unknown and len(unknown.strip().splitlines()) == 1
 
     # The same spec again: nothing is submitted (the failed element waits for resume).
     runjob("run", "grid.yaml", "--yes", cwd=runjob_home, check=1)
@@ -132,6 +141,10 @@ def test_cancel_sweep_stops_active_elements_and_starts_no_more(runjob_home):
     assert [e["state"] != "NOT_SUBMITTED" for e in out["elements"]] == [True, True, False, False, False, False]
     running = runjob_home / "shared" / "running"
     wait_until(lambda: running.is_dir() and len(list(running.iterdir())) == 2, timeout=120, what="2 elements running")
+    runjob("cancel", "grid/1", cwd=runjob_home, check=0)  # one element: the other goes on, the sweep too
+    state = sweep_status(runjob_home, out["sweep_id"])
+    assert state["sweep"]["state"] == "active"
+    assert [e["state"] for e in state["elements"]][:2] == ["RUNNING", "CANCELLED"]
     runjob("cancel", "grid", cwd=runjob_home, check=0)
     state = sweep_status(runjob_home, out["sweep_id"])
     assert state["sweep"]["state"] == "cancelled"

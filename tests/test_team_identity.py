@@ -263,3 +263,30 @@ def _closing(store):
     import contextlib
 
     return contextlib.closing(store)
+
+
+def test_the_dashboard_says_who_submitted_each_job(tmp_path):
+    """The lab dashboard (issue 27 item 4) has a ``who`` column: the member's user, user@host on
+    hover; a job from before runjob recorded it shows "-"."""
+    import re
+
+    from runjob_core.reporting import dashboard
+
+    a_job = _add_job(_env(tmp_path, "alice", "laptop"), "exp-a")
+    b_job = _add_job(_env(tmp_path, "bob", "login1"), "exp-b")
+    store = Store(tmp_path / ".runjob" / "state.db")
+    try:
+        old = store.create_job(name="exp-old", cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
+        store._db.execute("UPDATE jobs SET who = NULL WHERE id = ?", (old,))  # as written before schema 5
+        dashboard.build(store, tmp_path / "site")
+    finally:
+        store.close()
+    index = (tmp_path / "site" / "index.html").read_text()
+    header = re.search(r"<thead><tr>(.*?)</tr></thead>", index).group(1)
+    assert re.findall(r">([^<]+)</th>", header)[:3] == ["job", "who", "cluster"]
+    cells = {job: re.search(rf'data-job="{job}">.*?<td class="who"([^>]*)>([^<]*)</td>', index).groups()
+             for job in (a_job, b_job, old)}
+    assert cells[a_job] == (' data-sort="alice@laptop" title="alice@laptop"', "alice")
+    assert cells[b_job] == (' data-sort="bob@login1" title="bob@login1"', "bob")
+    assert cells[old] == (' data-sort=""', "-")
+    assert "submitted by bob@login1" in (tmp_path / "site" / dashboard.page_name(b_job)).read_text()

@@ -68,6 +68,14 @@ def prepared_plugins():
     return prepared.take() if prepared is not None else None
 
 
+def find_job(store, ref: str):
+    """The job *ref* names: a job id or name, or a sweep's element ``SWEEP/ELEMENT``
+    (:mod:`runjob_core.sweep._address`)."""
+    from runjob_core.sweep._address import find_job as find
+
+    return find(store, ref)
+
+
 def load_job(path: str):
     from runjob_core import config
 
@@ -75,7 +83,9 @@ def load_job(path: str):
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    from runjob_core.cli import _jsonout
+
+    click.echo(_jsonout.dumps(data))  # json.dumps(data, indent=2, default=str), in half the time
 
 
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:

@@ -10,7 +10,7 @@ import click
 def time_for(est, model: str, *, kind: str, steps: int | None, grad_accum: int, train_tokens: int | None,
              framework: str, fp8: bool, rows: int | None, input_tokens: int, output_tokens: int,
              time_limit: str | None, measured: dict[str, Any] | None,
-             transformers_version: str | None = None) -> dict[str, Any]:
+             transformers_version: str | None = None, calibrated: dict[str, Any] | None = None) -> dict[str, Any]:
     from runjob_core.config import parse_duration
     from runjob_core.estimator.time_preflight import time_object
 
@@ -36,4 +36,4 @@ def time_for(est, model: str, *, kind: str, steps: int | None, grad_accum: int, 
             work.update(tokens=train_tokens, counted=f"{train_tokens:,} training tokens")
     return time_object(est, model, work=work, limit_seconds=limit, framework=framework,
                        precision="fp8" if fp8 else "bf16", grad_accum=grad_accum, measured=measured,
-                       transformers_version=transformers_version)
+                       transformers_version=transformers_version, calibrated=calibrated)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import json_option, open_context, print_json
+from runjob_core.cli._common import find_job, json_option, open_context, print_json
 
 
 @click.command("cancel")
@@ -31,7 +31,7 @@ def command(jobs: tuple[str, ...], wait: float | None, force: bool, as_json: boo
 
                 results[sweep.id] = _sweep.cancel(context, sweep, wait=wait, force=force, as_json=as_json)
                 continue
-            row = context.store.find_job(ref)
+            row = find_job(context.store, ref)
             results[row.id] = lifecycle.cancel(context, row, wait=wait, force=force)
             after = context.store.get_job(row.id)
             if not as_json:

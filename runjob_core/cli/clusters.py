@@ -27,16 +27,20 @@ def command(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from runjob_core import config
+    from runjob_core.config import options
 
     path = config.find_clusters_file()
     clusters = config.load_clusters(path)
     if as_json:
+        # Each cluster as its entry reads: the backend's keys flat beside the core's.
         print_json({"file": str(path) if path else None,
-                    "clusters": {name: config.unstructure(c) for name, c in clusters.items()}})
+                    "clusters": {name: options.flat(c) for name, c in clusters.items()}})
         return
     click.echo(f"clusters file: {path or '(none: only the built-in local cluster)'}")
-    print_table(None, ["name", "type", "host", "user", "partition", "account", "scratch"], [
-        [c.name, c.type, c.host or "-", c.user or "-", c.default_partition or "-", c.default_account or "-", c.scratch_path or "-"]
+    # The backend's own rows (SLURM: partition and account), in the words it chose.
+    print_table(None, ["name", "type", "host", "user", "scratch", "details"], [
+        [c.name, c.type, c.host or "-", c.user or "-", c.scratch_path or "-",
+         ", ".join(f"{label} {value}" for label, value in options.describe(c)) or "-"]
         for c in clusters.values()
     ])
 
@@ -61,3 +65,32 @@ def check(name: str, as_json: bool) -> None:
                     [[r["check"], "ok" if r["ok"] else "FAILED", r["detail"], r.get("fix") or ""] for r in rows])
     if not all(r["ok"] for r in rows):
         sys.exit(1)
+
+
+@command.command("keys")
+@click.argument("backend")
+@json_option
+def keys(backend: str, as_json: bool) -> None:
+    """The keys a BACKEND cluster takes beside the core's: type, default and help of each."""
+    from runjob_core import plugins
+    from runjob_core.config import options
+
+    pm = plugins.get_plugin_manager()[0]
+    info = plugins.backend_infos(pm).get(backend)
+    if info is None:
+        plugins.require_backend(pm, backend)  # says what is installed, or what to install
+        raise click.ClickException(f"backend {backend!r} declares nothing (its runjob_backend_info returned None)")
+    docs = options.declared(info.options)
+    if as_json:
+        print_json({"backend": backend, "source": info.source, "required_core_keys": list(info.required_keys),
+                    "keys": [{"name": d.name, "type": d.type, "default": d.default, "required": d.required,
+                              "choices": list(d.choices), "help": d.help} for d in docs]})
+        return
+    if info.required_keys:
+        click.echo(f"a {backend} cluster must set: {', '.join(info.required_keys)}")
+    if not docs:
+        click.echo(f"backend {backend!r} ({info.source}) takes no keys beyond the core's")
+        return
+    print_table(f"Keys of a {backend} cluster ({info.source})", ["key", "type", "default", "help"], [
+        [d.name, d.type + (f" ({' | '.join(map(str, d.choices))})" if d.choices else ""),
+         "(required)" if d.required else repr(d.default), d.help] for d in docs])

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from runjob_core.cli._common import json_option, open_context, print_json, print_table
+from runjob_core.cli._common import find_job, json_option, open_context, print_json, print_table
 
 
 @click.command("collect")
@@ -21,7 +21,7 @@ def command(job: str, as_json: bool) -> None:
 
     context = open_context(as_json)
     try:
-        row = context.store.find_job(job)
+        row = find_job(context.store, job)
         collected = lifecycle.collect(context, row)
     finally:
         context.close()

@@ -167,12 +167,13 @@ def command(
         vllm_version=vllm_version,
         torch_compile=torch_compile,
     )
-    seen, rate = _measured(est)
+    seen, rate, calibrated = _measured(est, framework)
     from runjob_core.cli._estimate_time import time_for
 
     time = time_for(est, model, kind=kind, steps=steps, grad_accum=grad_accum, train_tokens=train_tokens,
                     framework=framework, fp8=fp8, rows=rows, input_tokens=input_tokens, output_tokens=output_tokens,
-                    time_limit=time_limit, measured=rate, transformers_version=transformers_version)
+                    time_limit=time_limit, measured=rate, transformers_version=transformers_version,
+                    calibrated=calibrated)
     if as_json:
         data = est.to_json()
         if seen:
@@ -190,19 +191,22 @@ def command(
     click.echo("time: " + line(time, work_hint="give --steps, --train-tokens or --rows"))
 
 
-def _measured(est):  # noqa: ANN001, ANN202 - MemoryEstimate, imported lazily
-    """Memory and rate of an earlier run of the same model and settings in this folder's state store."""
+def _measured(est, framework: str):  # noqa: ANN001, ANN202 - MemoryEstimate, imported lazily
+    """Memory and rate of an earlier run of the same model and settings in this folder's state store,
+    and, without such a rate, the calibration the user's other runs on this GPU type give."""
     from runjob_core import store as store_mod
 
     path = store_mod.state_dir() / "state.db"
     if not path.is_file():
-        return None, None
+        return None, None, None
     from runjob_core.estimator import rates
     from runjob_core.estimator.measured import lookup
 
     store = store_mod.Store(path)
     try:
-        return lookup(store, est), rates.lookup(store, est)
+        found = rates.records(store)
+        rate = rates.lookup(store, est, found=found)
+        return lookup(store, est), rate, (rates.calibration(store, est, framework, found=found) if rate is None else None)
     finally:
         store.close()
 

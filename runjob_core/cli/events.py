@@ -7,7 +7,7 @@ import time
 
 import click
 
-from runjob_core.cli._common import open_context
+from runjob_core.cli._common import find_job, open_context
 
 
 @click.command("events")
@@ -25,12 +25,12 @@ def command(job: str | None, kinds: tuple[str, ...], as_json: bool, as_jsonl: bo
 
             text = activity.read(context.state_dir)
             if job:  # the header, then only this job's rows (its name and id are in the job cell)
-                ref = context.store.find_job(job)
+                ref = find_job(context.store, job)
                 lines = text.splitlines(keepends=True)
                 text = "".join(lines[:4]) + "".join(l for l in lines[4:] if f"| {ref.name} {ref.id} |" in l)
             click.echo(text or f"no artifact steps recorded yet in {activity.path_for(context.state_dir)}", nl=not text)
             return
-        job_id = context.store.find_job(job).id if job else None
+        job_id = find_job(context.store, job).id if job else None
         events = context.store.events(job_id, kinds=kinds)
         if as_json:
             click.echo(json.dumps([event.to_json() for event in events], indent=2, default=str))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import json_option, print_json
+from runjob_core.cli._common import find_job, json_option, print_json
 
 
 @click.command("forget")
@@ -23,7 +23,7 @@ def command(jobs: tuple[str, ...], as_json: bool) -> None:
     results = {}
     try:
         for ref in jobs:
-            row = store.find_job(ref)
+            row = find_job(store, ref)
             results[row.id] = lifecycle.forget(context, row)
             if not as_json:
                 if results[row.id]:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from runjob_core.cli._common import open_context
+from runjob_core.cli._common import find_job, open_context
 
 
 @click.command("logs")
@@ -16,13 +16,15 @@ from runjob_core.cli._common import open_context
 @click.option("--raw", is_flag=True, help="The bytes as the job wrote them: no redaction of tokens.")
 def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
     """Print the log of JOB (id or name)."""
-    from runjob_core.monitor import push as _watch
     from runjob_core.errors import RunjobError
     from runjob_core.models import ACTIVE_STATES
 
+    from runjob_core.monitor import Monitor
+
     context = open_context(quiet_kinds=("state",))
+    monitor = Monitor.of(context)  # its push path wakes this loop; its cycle asks the scheduler
     try:
-        row = context.store.find_job(job)
+        row = find_job(context.store, job)
         chosen = context.store.attempt(row.id, attempt) if attempt else context.store.latest_attempt(row.id)
         if chosen is None or chosen.submission is None:
             raise RunjobError(f"job {row.id} has no submitted attempt, so no log yet")
@@ -30,8 +32,8 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
         transport = context.transport_for(submission)
         # The push path: the cluster's watcher wakes this loop when the log grows.
         if follow:
-            _watch.enable(context)
-        watch = _watch.for_submission(context, submission) if follow else None
+            monitor.push.enable()
+        watch = monitor.push.for_submission(submission) if follow else None
         if watch is not None:
             watch.follow(row.id, submission.log_path)
         offset, delay = 0, 0.5
@@ -47,21 +49,17 @@ def command(job: str, follow: bool, attempt: int | None, raw: bool) -> None:
                 break
             state = context.store.latest_attempt(row.id)
             if state is None or state.n != chosen.n or state.state not in ACTIVE_STATES:
-                from runjob_core import monitor
-
-                monitor.cycle(context, [row.id])
+                monitor.cycle([row.id])
                 state = context.store.attempt(row.id, chosen.n)
                 if state.state not in ACTIVE_STATES and not transport.read_from(submission.log_path, offset, 1):
                     break
-            woken = _watch.wait_for_wakeup(context, delay).get(row.id, set())
+            woken = monitor.push.wait_for_wakeup(delay).get(row.id, set())
             if woken & {"marker:exit", "marker:end"}:
-                from runjob_core import monitor
-
-                monitor.cycle(context, [row.id])  # the job says it ended: ask the scheduler once
+                monitor.cycle([row.id])  # the job says it ended: ask the scheduler once
             delay = 0.5 if woken else min(delay * 1.5, 5.0)
         out.flush()
     finally:
-        _watch.close(context)
+        monitor.push.close()
         context.close()
 
 

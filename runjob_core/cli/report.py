@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import open_context, print_json
+from runjob_core.cli._common import find_job, open_context, print_json
 
 
 @click.command("report")
@@ -30,7 +30,7 @@ def command(job: str, as_json: bool, as_md: bool) -> None:
 
             _sweep.report(context, sweep, as_json=as_json, as_md=as_md)
             return
-        data = build_report(context.store, context.store.find_job(job), clusters=context.clusters,
+        data = build_report(context.store, find_job(context.store, job), clusters=context.clusters,
                             hook=context.pm.hook)
     finally:
         context.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import json_option, open_context, print_json
+from runjob_core.cli._common import find_job, json_option, open_context, print_json
 
 
 @click.command("resume")
@@ -28,7 +28,7 @@ def command(job: str, yes: bool, force: bool, interval: float, as_json: bool) ->
 
             _sweep.resume(context, sweep, yes=yes, interval=interval, as_json=as_json)
             return
-        row = context.store.find_job(job)
+        row = find_job(context.store, job)
         if interrupted.stuck(context, row) is not None:
             # Interrupted while submitting: the same attempt, reattached by its tag or submitted now.
             submission = interrupted.finish(context, row)

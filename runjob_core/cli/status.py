@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runjob_core.cli._common import fmt_duration, fmt_time, json_option, open_context, print_json
+from runjob_core.cli._common import find_job, fmt_duration, fmt_time, json_option, open_context, print_json
 
 
 @click.command("status")
@@ -21,7 +21,8 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
             all_users: bool, as_json: bool) -> None:
     """Show JOB (id or name) with its attempts, or the recent jobs. A sweep's name or id shows
     its elements."""
-    from runjob_core import interrupted, monitor
+    from runjob_core import interrupted
+    from runjob_core.monitor import Monitor
     from runjob_core.gpu import telemetry as gpu_telemetry
     from runjob_core.collecting import harvest
     from runjob_core.models import ACTIVE_STATES
@@ -39,7 +40,7 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
                 return
         if adopt:
             _adopt(context)
-        rows = [store.find_job(job)] if job else store.list_jobs(limit=limit, user=_who_filter(store, mine, user,
+        rows = [find_job(store, job)] if job else store.list_jobs(limit=limit, user=_who_filter(store, mine, user,
                                                                                                     all_users))
         if not no_refresh:
             _say_settled(interrupted.settle(context, rows), as_json)
@@ -50,7 +51,7 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
         active = [r.id for r in rows if r.id in unsettled or any(a.state in ACTIVE_STATES for a in attempts[r.id])]
         if active and not no_refresh:
             before = store.generation()
-            monitor.cycle(context, active)
+            Monitor.of(context).cycle(active)  # one cycle: no lease taken unless it has something to record
             if store.generation() != before:  # the cycle, or another process, recorded something
                 rows = [store.get_job(r.id) for r in rows]
                 attempts = store.attempts_of([r.id for r in rows])
@@ -132,9 +133,9 @@ def attempt_cost(store, attempt) -> dict:
     """What an attempt's rented machine cost: the backend's own figure (a ``cost`` artifact)
     once it is known, else its price (``Machine.data["usd_per_hour"]``) times the time since
     it was submitted, up to its release or end. ``{}`` for attempts without a priced machine."""
-    machine = attempt.machine
-    if machine is None:
+    if attempt.machine_json is None:  # most attempts: no machine record to parse
         return {}
+    machine = attempt.machine
     price = machine.data.get("usd_per_hour")
     billed = [a for a in store.artifacts(attempt.job_id) if a.kind == "cost" and a.attempt == attempt.n]
     if billed and isinstance(billed[-1].data.get("usd"), (int, float)):

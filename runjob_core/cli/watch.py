@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from runjob_core.cli._common import open_context
+from runjob_core.cli._common import find_job, open_context
 
 
 @click.command("watch")
@@ -17,12 +17,13 @@ from runjob_core.cli._common import open_context
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
 def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: float, as_json: bool) -> None:
     """Poll JOBS (ids or names; default: every active job), read new log lines, run health checks."""
-    from runjob_core import interrupted, monitor
+    from runjob_core import interrupted
     from runjob_core.cli import _show
+    from runjob_core.monitor import Monitor
 
     context = open_context(as_json, events_on_stdout=True)
     try:
-        job_ids = [context.store.find_job(ref).id for ref in jobs]
+        job_ids = [find_job(context.store, ref).id for ref in jobs]
         if not job_ids:
             job_ids = sorted({a.job_id for a in context.store.active_attempts()})
             if not job_ids:
@@ -40,7 +41,8 @@ def command(jobs: tuple[str, ...], once: bool, interval: float, max_interval: fl
             sys.exit(1)
         live = _show.LiveTable(enabled=not as_json and sys.stderr.isatty(), store=context.store)
         with live:
-            monitor.watch(context, job_ids, once=once, min_interval=interval, max_interval=max_interval, on_cycle=live.update)
+            Monitor.of(context).watch(job_ids, once=once, min_interval=interval, max_interval=max_interval,
+                                      on_cycle=live.update)
         failed = _ended_unsuccessfully(context.store, job_ids)
     finally:
         context.close()

@@ -194,9 +194,25 @@ def load_clusters(path: Path | None = None, *, backends: Mapping[str, Any] | Non
 
 def _schema_stamp(info: Any) -> list[str]:
     options = getattr(info, "options", None)
-    fields = [f"{f.name}:{f.type}" for f in attrs.fields(options)] if options is not None else []
-    return [getattr(options, "__module__", ""), getattr(options, "__qualname__", ""), *fields,
+    fields = [f"{f.name}:{f.type}:{dict(f.metadata)!r}" for f in attrs.fields(options)] if options is not None else []
+    return [getattr(options, "__module__", ""), getattr(options, "__qualname__", ""), _module_stamp(options), *fields,
             *getattr(info, "required_keys", ())]
+
+
+def _module_stamp(options: Any) -> str:
+    """The file that defines *options* (its rules, ``problems()``, run only on a cache miss):
+    a changed plugin must not reuse an entry its old rules passed."""
+    import sys
+
+    module = sys.modules.get(getattr(options, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if not path:
+        return ""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return path
+    return f"{path}:{info.st_mtime_ns}:{info.st_size}"
 
 
 #: Keys of a cluster entry that the core owns; the rest belong to the backend.
@@ -243,6 +259,10 @@ def _clusters_from_yaml(data: bytes, label: str, backends: Mapping[str, Any] | N
             info = (backends or {}).get(cluster.type)
             entry_problems.extend(_check_cluster(cluster, where, label, info))
             cluster = attrs.evolve(cluster, options=options)
+            if not entry_problems:  # rules across keys say nothing useful about an entry with a misspelled key
+                from runjob_core.config import options as _options
+
+                entry_problems.extend(_options.problems(cluster, where, label))
         problems.extend(entry_problems)
         if cluster is not None and not entry_problems:
             clusters[str(name)] = cluster
@@ -255,8 +275,6 @@ def _split_backend_keys(entry: Mapping[str, Any], where: str, label: str, backen
                         problems: list[str]) -> tuple[dict[str, Any], Any]:
     """Split a cluster entry into the core's keys and its backend's (structured by the
     backend's declared ``options`` class). Keys neither knows are errors with a hint."""
-    import difflib
-
     kind = entry.get("type", "local")
     info = backends.get(kind) if isinstance(kind, str) else None
     core_names = set(_core_keys())
@@ -269,9 +287,8 @@ def _split_backend_keys(entry: Mapping[str, Any], where: str, label: str, backen
     option_cls = getattr(info, "options", None)
     option_names = [f.name for f in attrs.fields(option_cls)] if option_cls is not None else []
     for key in sorted(set(rest) - set(option_names), key=str):
-        close = difflib.get_close_matches(str(key), sorted(core_names) + option_names, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        problems.append(f"unknown key '{key}' at {where} in {label} (backend {kind!r}){hint}")
+        problems.append(f"unknown key '{key}' at {where} in {label} (backend {kind!r})"
+                        + _unknown_key_hint(str(key), kind, sorted(core_names) + option_names, backends))
     if option_cls is None:
         return core, None
     values = {k: v for k, v in rest.items() if k in option_names}
@@ -280,6 +297,21 @@ def _split_backend_keys(entry: Mapping[str, Any], where: str, label: str, backen
     except ConfigError as exc:
         problems.extend(exc.problems)
         return core, None
+
+
+def _unknown_key_hint(key: str, kind: str, known: list[str], backends: Mapping[str, Any]) -> str:
+    """The fix for an unknown key: another backend's key (set ``type:``), else the closest
+    known one, else where the keys are listed."""
+    import difflib
+
+    owners = sorted(name for name, info in backends.items() if name != kind and getattr(info, "options", None) is not None
+                    and key in {f.name for f in attrs.fields(info.options)})
+    if owners:
+        return f"; it is a key of {' and '.join(repr(o) for o in owners)} clusters: remove it, or set type: {owners[0]}"
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return f"; `runjob clusters keys {kind}` lists the keys"
 
 
 def _secret_problem(key: str, where: str, label: str) -> list[str]:
@@ -293,8 +325,6 @@ def _secret_problem(key: str, where: str, label: str) -> list[str]:
 
 def _check_cluster(cluster: ClusterConfig, where: str, label: str, info: Any = None) -> list[str]:
     problems = [p for key in cluster.env for p in _secret_problem(key, f"{where}.env.{key}", label)]
-    if cluster.gres_format not in ("typed", "generic"):
-        problems.append(f"gres_format must be 'typed' or 'generic', not {cluster.gres_format!r} at {where}.gres_format in {label}")
     for key in getattr(info, "required_keys", ()):
         if getattr(cluster, key, None) in (None, ""):
             problems.append(f"required key missing at {where}.{key} in {label} (a {cluster.type} cluster needs it)")
@@ -394,7 +424,17 @@ _ADDED_LATER = (("model", "engine", None), ("model", "max_tokens_reason", None),
 
 def spec_hash(job: JobSpec) -> str:
     """A stable hash of the experiment: resuming or re-running never changes it silently."""
+    return _hash_of(unstructure(job))
+
+
+def spec_json_and_hash(job: JobSpec) -> tuple[str, str]:
+    """``(job_to_json(job), spec_hash(job))`` from one unstructure: what a submit stores."""
     data = unstructure(job)
+    return json.dumps(data, sort_keys=True), _hash_of(data)
+
+
+def _hash_of(data: dict[str, Any]) -> str:
+    """The spec hash of *data* (a job unstructured; changed in place)."""
     for key in _NOT_HASHED:
         data.pop(key, None)
     for section, key, default in _ADDED_LATER:

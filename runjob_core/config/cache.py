@@ -39,9 +39,10 @@ def _code_stamp() -> bytes:
     # The pickles hold instances of the record classes: a change to the records or to the
     # checks (an editable install changes without a version bump) must miss the cache.
     from runjob_core import __version__, config, models
+    from runjob_core.config import options
 
     parts = [__version__, sys.version]
-    for module in (config, models):
+    for module in (config, models, options):
         info = os.stat(module.__file__)
         parts.append(f"{module.__file__}:{info.st_mtime_ns}:{info.st_size}")
     return "\0".join(parts).encode()
@@ -90,8 +91,15 @@ def _store(folder: Path, entry: Path, result: object) -> None:
         if not is_private_dir(folder):
             log.debug("spec cache %s is not private to this user; not caching", folder)
             return
+        try:
+            blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            # A plugin's options class defined where pickle cannot name it (inside a function):
+            # that file is parsed every time, as without a cache.
+            log.debug("spec cache: %s cannot be pickled (%s); not caching", entry.name, exc)
+            return
         tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
-        tmp.write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.write_bytes(blob)
         tmp.replace(entry)
         entries = list(folder.glob("*.pickle"))
         if len(entries) > MAX_ENTRIES:

@@ -78,11 +78,11 @@ def _idle_finding(context, submission, indices: list[int], since: float, until: 
 def _reported(context, submission, label: str, marker: str) -> bool:
     """Whether this finding (the same idle episode, the same GPU) is already recorded for the
     attempt: said once, not every cycle, whichever runjob process said it."""
-    said = context.scratchpad("runjob-core:gpu-findings")
+    said = context.core_memory.gpu.said
     key = (submission.tag, label, marker)
     if key in said:
         return True
-    said[key] = True
+    said.add(key)
     return any(e.attempt == submission.attempt and e.data.get("label") == label and marker in e.message
                for e in context.store.events(submission.job_id, kinds=("finding",)))
 
@@ -90,7 +90,7 @@ def _reported(context, submission, label: str, marker: str) -> bool:
 def _remember_last_line(context, tag: str, window: str) -> None:
     last = last_line(window or "")
     if last:
-        context.scratchpad("runjob-core:last-log-line")[tag] = last
+        context.core_memory.gpu.last_lines[tag] = last
 
 
 def last_line(text: str) -> str:
@@ -107,7 +107,7 @@ def last_line(text: str) -> str:
 
 
 def _last_line(context, submission) -> str:
-    known = context.scratchpad("runjob-core:last-log-line").get(submission.tag)
+    known = context.core_memory.gpu.last_lines.get(submission.tag)
     if known:
         return known
     # A monitor started after the job went quiet: the end of what was read of the log.

@@ -36,7 +36,7 @@ def supported(job, cluster, context):
     """The model's maximum context (``ModelLength``) or why it is unknown (``Unknown``);
     read once per invocation and model."""
     from runjob_core.defaults import model_config as _model_config
-    cache = context.scratchpad("model-length")
+    cache = context.core_memory.model_lengths
     key = (cluster.name, job.model.path, job.model.name)
     if key not in cache:
         # A backend that creates a machine per attempt has no machine yet to read model.path on.

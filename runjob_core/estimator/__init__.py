@@ -15,7 +15,9 @@ Modules: ``memory`` (vLLM inference, training, suggestions), ``engines`` (hf, sg
     estimate_walltime(samples, throughput_per_s, requested_seconds=None,
                       partition_limit_seconds=None) -> dict
 
-Time: ``timing`` (the first-principles rate), ``gpu_peaks`` (dense FLOP/s, HBM, links),
+Time: ``timing`` (the first-principles training rate), ``decoding`` (inference: prefill and the
+decode step by engine), ``gpu_peaks`` (dense FLOP/s, HBM, links), ``time_range`` (the range and the
+limit to ask for),
 ``time_job`` (the work a spec states, the one-line text), ``time_preflight`` (the ``time``
 object), ``time_gate`` (segments, refusal, cost), ``rates`` (rates learned at collect),
 ``eta`` (a running job's ETA).

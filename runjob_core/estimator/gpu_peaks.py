@@ -14,7 +14,7 @@ time model takes half of an NVLink figure as the bus bandwidth of an all-reduce.
 SM (Ampere GA102 and Ada: 128, Turing: 64). The H20 has no public datasheet; 78 is what its device
 reports (SGLang's and DeepEP's H20 settings use it). A decode kernel moves a bounded number of bytes
 per SM, so ``sms`` caps the bandwidth decode reaches on a card with much HBM per SM
-(:func:`runjob_core.estimator.timing.decode_bandwidth`).
+(:func:`runjob_core.estimator.decoding.decode_bandwidth`).
 
 These are peaks. What a job reaches is a fraction of them: the time model
 (:mod:`runjob_core.estimator.timing`) states that fraction as a prior per framework.

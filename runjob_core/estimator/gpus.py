@@ -125,7 +125,10 @@ GPUS: tuple[GPUSpec, ...] = (
 )
 
 
-def _key(name: str) -> str:
+def gpu_key(name: str) -> str:
+    """*name* as the catalog compares GPU names: lower case, letters and digits only, without
+    a vendor or line prefix ("NVIDIA H100 80GB HBM3" -> "h10080gbhbm3"): for plugins matching
+    the names a machine reports (nvidia-smi) against the user's ``gpu_type``."""
     n = re.sub(r"[^a-z0-9]", "", name.lower())
     for prefix in ("nvidia", "geforce", "tesla"):
         if n.startswith(prefix):
@@ -136,12 +139,12 @@ def _key(name: str) -> str:
 _INDEX: dict[str, GPUSpec] = {}
 for _g in GPUS:
     for _k in (_g.name, *_g.aliases):
-        _INDEX.setdefault(_key(_k), _g)
+        _INDEX.setdefault(gpu_key(_k), _g)
 
 
 def lookup_gpu(name: str) -> GPUSpec:
     """Find a GPU by name, case- and punctuation-insensitively ("h100", "A100-80GB", "RTX 4090")."""
-    k = _key(name)
+    k = gpu_key(name)
     if k in _INDEX:
         return _INDEX[k]
     if k.startswith("rtx") and k[3:] in _INDEX:

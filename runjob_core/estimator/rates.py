@@ -14,6 +14,13 @@ The rate is stored as a ``throughput`` artifact keyed like the measured-memory r
 (:func:`runjob_core.estimator.measured.key_of`: the model and every setting), in the units
 of the time model: training tokens per second per GPU, inference generated tokens per second
 of the whole job. :func:`lookup` finds the newest one for an estimate's key.
+
+Each record also keeps the first-principles rate the time model gave the same job
+(``first_principles_tokens_per_s``). A later job with other settings, or another model, on the
+same GPU type with the same engine (inference) or framework and kind (training) has no record
+of its own, but the user's finished jobs say how far the model is off *on this cluster* (its host
+CPUs, its network, its library versions): :func:`calibration` is the median of measured /
+first-principles over those records, and the estimate is scaled by it ("calibrated").
 """
 
 from __future__ import annotations
@@ -91,21 +98,68 @@ def throughput_artifact(job, cluster, submission, log_text: str, rows_per_s: flo
     per = " per GPU" if est.kind != "inference" else ""
     data: dict[str, Any] = {"key": measured.key_of(est), "model": est.model, "kind": est.kind, "engine": est.engine,
                             "gpu": est.gpu, "num_gpus": est.num_gpus, "tokens_per_s": round(rate, 2), "from": where,
-                            "attempt": submission.attempt}
+                            "attempt": submission.attempt, "framework": job.params.get("framework") or "hf",
+                            "first_principles_tokens_per_s": _first_principles(job, cluster)}
     return Artifact(name="throughput", kind="throughput", location=f"{rate:,.0f} tokens/s{per} ({where})",
                     source=source, data=data)
 
 
-def lookup(store, est, *, limit: int = 500) -> dict[str, Any] | None:
+def _first_principles(job, cluster) -> float | None:
+    """The time model's rate for *job* (what a calibration compares the measured rate with)."""
+    from runjob_core.errors import RunjobError
+    from runjob_core.estimator.time_preflight import time_for_job
+
+    try:
+        time = time_for_job(job, cluster, None)
+    except RunjobError:
+        return None
+    return time["first_principles_tokens_per_s"] if time else None
+
+
+#: A calibration factor outside this band says more about one broken run than about the cluster.
+CALIBRATION_BAND = (0.25, 4.0)
+
+
+def records(store, *, limit: int = 500) -> list[tuple[Any, Any]]:
+    """(job row, artifact) of every ``throughput`` record of the newest *limit* jobs: read once for
+    :func:`lookup` and :func:`calibration` together."""
+    return [(row, art) for row in store.list_jobs(limit=limit) for art in store.artifacts(row.id)
+            if art.kind == "throughput"]
+
+
+def calibration(store, est, framework: str, *, found: list | None = None) -> dict[str, Any] | None:
+    """The median measured / first-principles ratio of the user's finished jobs like *est* (same GPU
+    type, same kind, same engine for inference or framework for training), or None."""
+    import statistics
+
+    ratios, names = [], []
+    for row, art in (records(store) if found is None else found):
+        d = art.data
+        if d.get("gpu") != est.gpu or d.get("kind") != est.kind:
+            continue
+        if est.kind == "inference" and d.get("engine") != est.engine:
+            continue
+        if est.kind != "inference" and (d.get("framework") or "hf") != framework:
+            continue
+        fp, got = d.get("first_principles_tokens_per_s"), d.get("tokens_per_s")
+        if isinstance(fp, (int, float)) and fp > 0 and isinstance(got, (int, float)) and got > 0:
+            ratios.append(got / fp)
+            names.append(row.name)
+    if not ratios:
+        return None
+    low, high = CALIBRATION_BAND
+    factor = min(high, max(low, statistics.median(ratios)))
+    what = est.engine if est.kind == "inference" else f"{framework} {est.kind}"
+    return {"factor": factor, "runs": len(ratios), "names": sorted(set(names))[:3], "what": what, "gpu": est.gpu}
+
+
+def lookup(store, est, *, found: list | None = None) -> dict[str, Any] | None:
     """The newest recorded rate with the same model and settings as *est*, or None."""
     from runjob_core.estimator.measured import key_of
 
     key = key_of(est)
-    runs = []
-    for row in store.list_jobs(limit=limit):
-        for art in store.artifacts(row.id):
-            if art.kind == "throughput" and art.data.get("key") == key and art.data.get("tokens_per_s"):
-                runs.append((art.created_at, row, art))
+    runs = [(art.created_at, row, art) for row, art in (records(store) if found is None else found)
+            if art.data.get("key") == key and art.data.get("tokens_per_s")]
     if not runs:
         return None
     _created, row, art = max(runs, key=lambda r: r[0])

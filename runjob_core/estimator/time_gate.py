@@ -9,6 +9,9 @@ The time limit is ``resources.time``, else the partition's MaxTime when the back
 it (``data["partition_max_seconds"]`` of its estimate: the SLURM plugin's ``sinfo``). The USD
 cost is the time model's GPU-hours at the backend's price (``data["usd_per_hour"]``: RunPod).
 Both are joined after every plugin answered (:func:`finish`), so neither side needs the other.
+The range and the suggested limit (:mod:`runjob_core.estimator.time_range`) are redone there
+against that limit: a job whose limit holds the estimate but not its high end is warned, and one
+whose limit is far above the high end is told the shorter limit that would do.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import attrs
 
 from runjob_core.errors import RunjobError
-from runjob_core.estimator import time_job, timing
+from runjob_core.estimator import time_job, time_range, timing
 from runjob_core.models import Estimate
 
 
@@ -46,7 +49,12 @@ def _can_resume(job) -> tuple[bool, str]:
 def _judge(job, e: Estimate, time: dict[str, Any]) -> Estimate:
     summary = "time: " + time_job.line(time)
     data = {**e.data, "time": time}
+    advice = time_range.limit_advice(time)
     if not time.get("segments") or time["segments"] <= 1:
+        if advice and advice[1]:
+            data["warnings"] = [advice[0]]
+        elif advice:
+            summary += f"; {advice[0]}"
         return attrs.evolve(e, summary=summary, data=data, fits=None)
     needs = (f"the work ({time_job.hms(time['total_seconds'])}) outlasts the {time_job.hms(time['limit_seconds'])} "
              f"time limit{' (the partition MaxTime)' if time.get('limit_from') == 'partition' else ''}: "
@@ -55,13 +63,19 @@ def _judge(job, e: Estimate, time: dict[str, Any]) -> Estimate:
     if not ok:
         return attrs.evolve(e, summary=f"{summary}; it cannot resume: {why}", data=data, fits=False,
                             suggestions=("set resume.auto: true and checkpoint.every (e.g. 30m)",
-                                         f"or ask for resources.time >= {time_job.hms(time['total_seconds'] * 1.2)}"))
+                                         f"or ask for resources.time >= {time_job.hms(time['suggested_seconds'])}"
+                                         f" ({time['suggested_because']})"))
     if time["segments"] > job.resume.max_timeouts:
         return attrs.evolve(e, summary=f"{summary}; more segments than resume.max_timeouts={job.resume.max_timeouts}",
                             data=data, fits=False,
                             suggestions=(f"raise resume.max_timeouts to >= {time['segments']} or ask for a longer resources.time",))
     data["warnings"] = [f"{needs}, each resumed from the last checkpoint (checkpoint.every "
                         f"{job.checkpoint.every or 'not set'}, resume.auto on, max_timeouts {job.resume.max_timeouts})"]
+    most = time.get("segments_max") or time["segments"]
+    if most > job.resume.max_timeouts:
+        data["warnings"].append(f"at the estimate's high end ({time_job.hms(time['range_seconds'][1])}) the job needs "
+                                f"{most} segments, more than resume.max_timeouts={job.resume.max_timeouts}: raise it to "
+                                f"{most} so that a slower run is not stopped before the work is done")
     return attrs.evolve(e, summary=summary, data=data, fits=None)
 
 
@@ -79,6 +93,8 @@ def finish(job, estimates) -> list[Estimate]:
             time.update(limit_seconds=float(partition[0]), limit_from="partition")
         if time.get("total_seconds") is not None:
             time["segments"] = timing.segments_for(time["total_seconds"], time.get("limit_seconds"))
+            time_range.apply_range(time)
+            time_range.suggest_limit(time, partition[0] if partition else None)
             if prices:
                 per_hour = max(prices[0].values())  # the dearest affordable type: the backend's own bound
                 time.update(usd=round(per_hour * time["total_seconds"] / 3600.0, 2), usd_per_hour=per_hour)

@@ -116,24 +116,43 @@ def about(seconds: float) -> str:
     return f"about {seconds:.0f} s"
 
 
+def _span(low: float, center: float, high: float) -> str:
+    """'10-29 h', '35-102 min', '20-60 s': the range in the unit :func:`about` gives *center*."""
+    if center >= 5400:
+        return f"{low / 3600:.0f}-{high / 3600:.0f} h" if center >= 36000 else f"{low / 3600:.1f}-{high / 3600:.1f} h"
+    if center >= 90:
+        return f"{low / 60:.0f}-{high / 60:.0f} min"
+    return f"{low:.0f}-{high:.0f} s"
+
+
 def line(time: dict[str, Any], *, work_hint: str = "set params.steps, train_tokens or rows") -> str:
     """The one line the tables show."""
     per = " per GPU" if time["kind"] != "inference" else ""
     how = time["bound"] + "-bound"
     if time["source"] == "measured":
         how += ", measured on this cluster"
+    elif time["source"] == "calibrated":
+        how += f", calibrated on this cluster x{time['calibration']:.2f}"
     elif time.get("efficiency") is not None:
         how += f", MFU {time['efficiency']:.2f} assumed"
     rate = f"~{time['tokens_per_s']:,.0f} tokens/s{per} ({how})"
     if time.get("total_seconds") is None:
         return f"{rate}; the amount of work is unknown ({work_hint})"
-    text = f"{about(time['total_seconds'])} at {rate}"
+    text = about(time["total_seconds"])
+    if time.get("range_seconds"):
+        low, high = time["range_seconds"]
+        text += f" ({_span(low, time['total_seconds'], high)})"
+    text += f" at {rate}"
     if time.get("limit_seconds"):
-        n = time["segments"]
+        n, most = time["segments"], time.get("segments_max") or time["segments"]
         text += (f": {n} segments of the {hms(time['limit_seconds'])} limit" if n > 1
                  else f": fits the {hms(time['limit_seconds'])} limit")
+        if most > n:
+            text += f" (up to {most} segments at the high end)"
     if time.get("gpu_hours") is not None:
         text += f"; {time['gpu_hours']:,.1f} GPU-hours"
         if time.get("usd") is not None:
             text += f" (${time['usd']:,.2f} on RunPod)"
+    if time.get("suggested_seconds") and not time.get("limit_seconds"):
+        text += f"; ask for resources.time {hms(time['suggested_seconds'])} (the range's high end + 10%)"
     return text

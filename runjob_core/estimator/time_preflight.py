@@ -5,22 +5,23 @@ from the job spec, :func:`time_for_job`). Its keys: ``tokens_per_s`` (training: 
 inference: generated tokens per second of the whole job, prefill included),
 ``seconds_per_step`` (training), ``total_seconds`` and ``segments`` (None when the work is
 unknown), ``bound`` (compute | memory | overhead | communication), ``assumptions``,
-``source`` (first-principles | measured), and ``gpu_hours`` / ``usd`` when known.
+``source`` (first-principles | measured | calibrated), and ``gpu_hours`` / ``usd`` when known;
+``range_factor``, ``tokens_per_s_range``, ``range_seconds`` and ``segments_max`` (how sure it is)
+and ``suggested_seconds`` (the limit to ask for), :mod:`runjob_core.estimator.time_range`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from runjob_core.estimator import timing
+from runjob_core.estimator import decoding, time_range, timing
 from runjob_core.estimator.gpu_peaks import peaks_for
-
-
 
 
 def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float | None = None,
                 framework: str = "hf", precision: str = "bf16", grad_accum: int = 1, nodes: int = 1,
-                measured: dict[str, Any] | None = None, transformers_version: str | None = None) -> dict[str, Any]:
+                measured: dict[str, Any] | None = None, transformers_version: str | None = None,
+                calibrated: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``time`` object of memory estimate *est* of *model* for *work* (see :mod:`time_job`)."""
     from runjob_core.estimator.arch import arch_from_config
     from runjob_core.estimator.resolve import resolve_model
@@ -30,7 +31,7 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
     peaks = peaks_for(est.gpu)
     s = est.settings
     if est.kind == "inference":
-        rate = timing.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
+        rate = decoding.inference_rate(est, arch, peaks, engine=est.engine, input_tokens=work.get("input_tokens", 512.0),
                                      output_tokens=work.get("output_tokens", 512.0), batch=int(s.get("concurrency") or 1),
                                      rows=work.get("rows"), max_num_seqs=int(s.get("max_num_seqs") or 256),
                                      longest_output_tokens=work.get("longest_output_tokens"),
@@ -52,6 +53,15 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
             out["seconds_per_step"] = rate.tokens_per_step / measured["tokens_per_s"]
         out["assumptions"].insert(0, f"measured on this cluster: {measured['tokens_per_s']:,.0f} tokens/s by job "
                                      f"{measured['job']} ({measured['name']}, from {measured['from']})")
+    elif calibrated:
+        scaled = rate.tokens_per_s * calibrated["factor"]
+        out.update(tokens_per_s=scaled, source="calibrated", calibration=round(calibrated["factor"], 3))
+        if out["seconds_per_step"] and rate.tokens_per_step:
+            out["seconds_per_step"] = rate.tokens_per_step / scaled
+        runs = calibrated["runs"]
+        out["assumptions"].insert(0, f"calibrated on this cluster: x{calibrated['factor']:.2f}, the median measured / "
+                                     f"first-principles rate of {runs} earlier run{'s' if runs != 1 else ''} of "
+                                     f"{calibrated['what']} on {calibrated['gpu']} ({', '.join(calibrated['names'])})")
     out["assumptions"].append("work: " + work.get("counted", "unknown"))
     tokens = work.get("tokens")
     if tokens:
@@ -63,6 +73,8 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
                    gpu_hours=total * est.num_gpus / 3600.0)
     out["limit_seconds"] = limit_seconds
     out["tokens_per_s"] = round(out["tokens_per_s"], 1)
+    time_range.apply_range(out)
+    time_range.suggest_limit(out)
     return out
 
 
@@ -89,7 +101,9 @@ def time_for_job(job, cluster, store) -> dict[str, Any] | None:
         raise RunjobError(f"invalid {precision!r} at $.params.precision in {job.source}: use bf16, fp16, fp8 or fp32")
     work = time_job.work_of(job, kind, est.num_gpus, est.tp if kind == "inference" else 1)
     limit = float(parse_duration(job.resources.time)) if job.resources.time else None
-    seen = rates.lookup(store, est) if store is not None else None
+    found = rates.records(store) if store is not None else []
+    seen = rates.lookup(store, est, found=found) if found else None
+    calibrated = rates.calibration(store, est, framework, found=found) if found and seen is None else None
     grad_accum = time_job.positive(job, "gradient_accumulation_steps", "grad_accum") or 1
     version = job.params.get("transformers_version")
     if version is not None and not (isinstance(version, str) and version[:1].isdigit()):
@@ -98,4 +112,5 @@ def time_for_job(job, cluster, store) -> dict[str, Any] | None:
         raise RunjobError(f"invalid {version!r} at $.params.transformers_version in {job.source}: use a version "
                           "string such as '4.51.3'")
     return time_object(est, model, work=work, limit_seconds=limit, framework=framework, precision=precision,
-                       grad_accum=grad_accum, nodes=job.resources.nodes, measured=seen, transformers_version=version)
+                       grad_accum=grad_accum, nodes=job.resources.nodes, measured=seen, transformers_version=version,
+                       calibrated=calibrated)

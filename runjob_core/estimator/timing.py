@@ -15,12 +15,9 @@ Training (tokens per second per GPU)
     not hide; the step cannot be faster than the eager CPU side that launches its kernels.
 
 Inference (generated tokens per second of the whole job, prefill included)
-    Prefill is compute-bound. Decode reads the weights (MoE: the experts the batch touches)
-    and the batch's KV cache every step: memory-bound until the batch is large enough to be
-    compute-bound. vLLM/SGLang batch continuously up to the concurrency the KV pool holds.
-    transformers ``generate`` runs one static batch in eager PyTorch: every step costs the
-    Python/kernel-launch time of every layer, which at small batch is far longer than the
-    weights take to read (``overhead``-bound).
+    :mod:`runjob_core.estimator.decoding`: prefill compute-bound, decode memory-bound or bound by
+    the CPU that launches its kernels, by engine. It shares :class:`Rate`, the FLOP counts and
+    the eager CPU priors defined here.
 """
 
 from __future__ import annotations
@@ -73,48 +70,16 @@ EAGER_LAYER_S = 1.0e-3
 EAGER_STEP_S = 3.0e-3
 #: Achieved share of HBM bandwidth by decode (weight GEMVs and paged attention).
 BANDWIDTH_EFFICIENCY = 0.75
-#: ... on a card whose SMs can keep that much in flight. A decode kernel (a GEMV-shaped weight
-#: read, paged attention) keeps a bounded number of bytes in flight per SM, and by Little's law
-#: an SM moves at most that over the DRAM latency. The H100 SXM reaches the prior above (0.75 x
-#: 3,350 GB/s) with 132 SMs: ~19 GB/s per SM. A card with much more HBM per SM cannot fill its
-#: HBM at decode: the H20 (78 SMs for 4.0 TB/s, a cut-down GH100) reaches ~1.5 TB/s, the H200 and
-#: GH200 (the H100's 132 SMs for 4.8 / 4.0 TB/s) ~2.5 TB/s. NVIDIA's own TensorRT-LLM table shows
-#: the H200 within 4% of the H100 on decode-heavy Mistral-7B runs despite 43% more bandwidth
-#: (TensorRT-LLM#1570). Derived from the H100's spec and the prior, not fitted to any case.
-DECODE_GB_S_PER_SM = BANDWIDTH_EFFICIENCY * 3350.0 / 132
-#: Share of peak for prefill and for compute-bound decode batches.
-PREFILL_EFFICIENCY = 0.5
-#: vLLM/SGLang CPU work per step and per running sequence: scheduling, building the step's
-#: input tensors, the sampler (outside the CUDA graph that replays the layers, so no per-layer
-#: launch cost) and detokenisation. vLLM's V0 engine does it *between* forward passes: the GPU
-#: waits, so it adds to the step (``ENGINE_SERIAL``). SGLang's overlap scheduler (default since
-#: 0.4) prepares step n+1 while step n runs: it hides behind the GPU time. 2.5 ms: the tuning
-#: set's Qwen2.5 vLLM 0.6.3 batch-1 runs on an A100 leave 2.0-3.8 ms per step above their
-#: weight reads (round 1 assumed 1 ms, overlapped, and read 1.9-3.2x too fast on small models).
-ENGINE_STEP_S = 2.5e-3
-ENGINE_SERIAL = {"vllm": True, "sglang": False}
-ENGINE_PER_SEQ_S = 10e-6
-#: transformers' eager MoE block (Mixtral/Qwen2-MoE/Qwen3-MoE ``SparseMoeBlock.forward``) runs a
-#: Python loop over experts; one iteration: ``expert_mask[i]``, ``torch.where`` (a nonzero, which
-#: syncs the CPU with the GPU), the row gather and reshape, the expert module with its three Linear
-#: modules, the activation and product, the routing-weight index and multiply, ``.to`` and
-#: ``index_add_``: ~20 dispatches. Before transformers 4.52 (Mixtral, Qwen2-MoE: PR #32429) and 4.53
-#: (Qwen3-MoE: PR #38133) the loop runs over *every* expert, since then over the experts the batch
-#: routes to. An expert no token chose runs the same Python on empty tensors: no kernel is launched.
-EXPERT_LOOP_OPS = 20
-#: ~60 aten dispatches and ~12 module calls per eager decoder layer (EAGER_LAYER_S above): the
-#: per-op cost the prior implies, launch included.
-EAGER_OPS_PER_LAYER = 72
-#: An op on an empty tensor pays the Python binding and the dispatcher but launches no kernel:
-#: about a third of the per-op prior (the CUDA launch and the argument checks of a real kernel are
-#: the rest).
-EAGER_EMPTY_OP_S = 5e-6
-#: A tensor-parallel all-reduce per attention and per MLP block in decode: a small message, latency
-#: bound (custom all-reduce or NCCL LL), on the GPU's critical path (no scheduler overlap hides it).
-TP_ALLREDUCE_S = 10e-6
 #: NCCL reaches ~80% of a link's one-way bandwidth in a large all-reduce.
 LINK_EFFICIENCY = 0.8
-#: Share of the gradient all-reduce DDP/FSDP overlap with the backward pass.
+#: Share of the communication DDP/FSDP overlap with the compute that can hide it: the backward
+#: pass for DDP's gradient all-reduce (buckets go out as their gradients are ready); forward and
+#: backward for ZeRO-3/FSDP, which prefetch the next layer's parameter all-gather while the
+#: current layer computes (FSDP2's implicit prefetch, FSDP1 ``forward_prefetch``/``backward_prefetch``,
+#: DeepSpeed's ``stage3_prefetch_bucket_size``). Volumes per the ZeRO paper (Rajbhandari et al. 2020,
+#: arXiv:1910.02054, section 7): DDP all-reduces the gradients (2 x their size on the bus),
+#: ZeRO-2/3 reduce-scatter them (1x) and ZeRO-3 all-gathers the parameters in forward and backward
+#: (2x): 3x in all against DDP's 2x.
 OVERLAP = 0.7
 
 
@@ -206,10 +171,15 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
     comm = 0.0
     if dp > 1:
         grad_bytes = 4.0 if (framework in ("hf", "trl", "axolotl") and master_weights and kind == "full_ft") else 2.0
-        volume = 2.0 * (dp - 1) / dp * est.params_trainable * grad_bytes
+        # DDP/ZeRO-1 all-reduce the gradients (2 (n-1)/n of them on the bus); ZeRO-2/3 and FSDP
+        # reduce-scatter them ((n-1)/n: each rank keeps its shard)
+        shards_grads = zero_stage >= 2
+        volume = (1.0 if shards_grads else 2.0) * (dp - 1) / dp * est.params_trainable * grad_bytes
+        hidden_by = micro_seconds * 2.0 / 3.0  # the backward pass
         if zero_stage >= 3:
             volume += 2.0 * (dp - 1) / dp * est.params_total * 2.0  # gathers in forward and backward
-        comm = max(0.0, volume / bw - OVERLAP * micro_seconds * 2.0 / 3.0)
+            hidden_by = micro_seconds  # FSDP/ZeRO-3 prefetch the next layer's gather in forward too
+        comm = max(0.0, volume / bw - OVERLAP * hidden_by)
     if tp > 1:  # Megatron-style: 4 all-reduces of the activations per layer, on the critical path
         comm += grad_accum * 4 * arch.layers * 2.0 * (tp - 1) / tp * tokens_micro * arch.hidden * 2.0 / bw
     # The optimizer step reads and writes ~16 bytes of state per trainable parameter per GPU.
@@ -228,147 +198,6 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
     return Rate(tokens_per_s=tokens_per_step / step, bound=bound, assumptions=tuple(assumptions),
                 seconds_per_step=step, tokens_per_step=tokens_per_step, efficiency=eff)
 
-
-def decode_bandwidth(peaks: GPUPeaks) -> tuple[float, str]:
-    """Bytes per second a decode step reads at: the prior share of HBM, capped by the SMs."""
-    hbm = peaks.hbm_gb_s * BANDWIDTH_EFFICIENCY
-    if peaks.sms and peaks.sms * DECODE_GB_S_PER_SM < hbm:
-        capped = peaks.sms * DECODE_GB_S_PER_SM
-        return capped * 1e9, (f"decode reads at {capped:,.0f} GB/s: {peaks.sms} SMs x {DECODE_GB_S_PER_SM:.0f} GB/s in "
-                              f"flight per SM ({capped / peaks.hbm_gb_s:.2f} of the HBM)")
-    return hbm * 1e9, f"decode reads at {BANDWIDTH_EFFICIENCY:g} of HBM"
-
-
-def experts_routed(arch, tokens: float) -> float:
-    """Distinct experts per MoE layer that *tokens* tokens route to (top-k of n, uniform routing)."""
-    n, k = arch.n_experts, max(1, arch.experts_per_token)
-    return n * (1.0 - (1.0 - k / n) ** max(1.0, tokens))
-
-
-def hf_moe_loop_s(arch, batch: float, loop_all: bool) -> float:
-    """CPU seconds per decode step of transformers' per-expert Python loop, over every MoE layer."""
-    if not arch.is_moe:
-        return 0.0
-    per_op = EAGER_LAYER_S / EAGER_OPS_PER_LAYER
-    routed = experts_routed(arch, batch)
-    empty = (arch.n_experts - routed) if loop_all else 0.0
-    return arch.n_moe_layers * EXPERT_LOOP_OPS * (routed * per_op + empty * EAGER_EMPTY_OP_S)
-
-
-def hf_loops_all_experts(arch, transformers_version: str | None) -> bool:
-    """Whether transformers *transformers_version* loops over every expert (before 4.52/4.53)."""
-    if not arch.is_moe or not transformers_version:
-        return False
-    parts = []
-    for piece in str(transformers_version).split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    fixed = (4, 53) if arch.model_type == "qwen3_moe" else (4, 52)
-    return tuple(parts + [0] * (2 - len(parts))) < fixed
-
-
-def _hf_moe_loop_text(arch, batch: float, loop_all: bool, transformers_version: str | None) -> str:
-    looped = f"all {arch.n_experts}" if loop_all else f"the ~{experts_routed(arch, batch):.0f} routed"
-    why = (f"{EAGER_EMPTY_OP_S * 1e6:g} us per op on an unrouted expert's empty tensors; transformers "
-           f"{transformers_version} predates the routed-only loop" if loop_all else
-           "transformers >= 4.53 assumed, older ones loop over every expert: set params.transformers_version")
-    return (f"the MoE block loops in Python over {looped} experts of each of {arch.n_moe_layers} layers "
-            f"({EXPERT_LOOP_OPS} dispatches each; {why})")
-
-
-def _moe_bytes_touched(est, batch: float) -> float:
-    """Weight bytes one decode step reads per GPU: a MoE batch touches more experts as it grows."""
-    weights = est.weights_gib * (1 << 30)
-    if est.params_active >= est.params_total:
-        return weights
-    share = est.params_active / est.params_total
-    return weights * (1.0 - (1.0 - share) ** max(1.0, batch))
-
-
-def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float, context: float, n_mm: float,
-                 peak: float, moe_loop_all: bool = False) -> tuple[float, float, float, float]:
-    """One decode step of *concurrency* sequences: (seconds, weights+KV read, compute, CPU overhead)."""
-    tp = max(1, est.tp)
-    if engine in ("vllm", "sglang"):
-        overhead = ENGINE_STEP_S + ENGINE_PER_SEQ_S * concurrency
-    else:
-        overhead = arch.layers * EAGER_LAYER_S + EAGER_STEP_S + hf_moe_loop_s(arch, concurrency, moe_loop_all)
-    kv_read = concurrency * context * est.kv_bytes_per_token / tp
-    if engine == "hf":
-        kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
-    memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / decode_bandwidth(peaks)[0]
-    if tp > 1:  # two all-reduces per layer, on the GPU between the weight reads
-        memory_s += 2 * arch.layers * TP_ALLREDUCE_S
-    compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)
-    if ENGINE_SERIAL.get(engine):
-        return max(memory_s, compute_s) + overhead, memory_s, compute_s, overhead
-    return max(memory_s, compute_s, overhead), memory_s, compute_s, overhead
-
-
-def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: float, output_tokens: float,
-                   batch: int, rows: float | None = None, max_num_seqs: int = 256,
-                   longest_output_tokens: float | None = None, transformers_version: str | None = None) -> Rate:
-    """Generated tokens per second of the whole job (all replicas, prefill included).
-
-    *output_tokens* is the mean generated length; *longest_output_tokens* the longest row's
-    (a ``max_tokens`` cap some rows reach). A static ``generate`` batch runs until its longest
-    row ends, every batch; a vLLM/SGLang job refills its slots, so only the last rows run on
-    alone, at the short step of a nearly empty batch.
-    """
-    tp = max(1, est.tp)
-    replicas = max(1, est.num_gpus // tp)
-    n_mm = matmul_params(est, arch)
-    peak = peaks.bf16_tflops * 1e12
-    if est.dtype == "fp8" and peaks.fp8_tflops:
-        peak = peaks.fp8_tflops * 1e12
-    mean_out = max(1.0, output_tokens)
-    longest = max(mean_out, longest_output_tokens or mean_out)
-    context = input_tokens + output_tokens / 2.0
-    assumptions = [f"peak BF16 {peaks.bf16_tflops:g} TFLOPS dense, HBM {peaks.hbm_gb_s:g} GB/s ({peaks.name})"]
-    if engine in ("vllm", "sglang"):
-        fits = est.kv_capacity_tokens / max(1.0, input_tokens + output_tokens / 2.0) if est.kv_capacity_tokens else batch
-        concurrency = max(1.0, min(float(max_num_seqs), fits))
-        if rows is not None:
-            concurrency = max(1.0, min(concurrency, rows / replicas))
-        what = f"{engine} continuous batching at {concurrency:,.0f} sequences (KV pool {est.kv_capacity_tokens:,} tokens)"
-        prefill_eff = PREFILL_EFFICIENCY
-    else:
-        concurrency = float(max(1, batch))
-        what = (f"transformers generate, static batch {concurrency:g}, eager: {EAGER_LAYER_S * 1e3:g} ms CPU per layer "
-                f"+ {EAGER_STEP_S * 1e3:g} ms per step (a slower host CPU, e.g. a cloud VM, up to ~2x slower)")
-        prefill_eff = PREFILL_EFFICIENCY * 0.8
-    loop_all = engine == "hf" and hf_loops_all_experts(arch, transformers_version)
-    if engine == "hf" and arch.is_moe:
-        what += "; " + _hf_moe_loop_text(arch, concurrency, loop_all, transformers_version)
-    step, memory_s, compute_s, overhead = _decode_step(est, arch, peaks, engine=engine, concurrency=concurrency,
-                                                       context=context, n_mm=n_mm, peak=peak, moe_loop_all=loop_all)
-    bound = "overhead" if overhead >= max(memory_s, compute_s) else ("memory" if memory_s >= compute_s else "compute")
-    # One replica's share of the rows (a full batch when the row count is unknown): its prefill,
-    # then its decode steps, tail included.
-    per_replica = rows / replicas if rows is not None else concurrency
-    prefill_per_token = (2.0 * n_mm + attention_flops_forward(arch, input_tokens / 2.0)) / tp / (peak * prefill_eff)
-    prefill_s = per_replica * input_tokens * prefill_per_token
-    if engine in ("vllm", "sglang"):
-        tail_step = _decode_step(est, arch, peaks, engine=engine, concurrency=1.0, context=context, n_mm=n_mm,
-                                 peak=peak)[0]
-        decode_s = per_replica * mean_out / concurrency * step + (longest - mean_out) * tail_step
-    else:
-        decode_s = math.ceil(per_replica / concurrency) * longest * step
-    if prefill_s > decode_s:
-        bound = "compute"
-    rate = replicas * per_replica * mean_out / (prefill_s + decode_s)
-    assumptions += [what, f"decode step {step * 1e3:.1f} ms: weights+KV {memory_s * 1e3:.1f} ms "
-                          f"({decode_bandwidth(peaks)[1]}{', tp all-reduces included' if tp > 1 else ''}), "
-                          f"compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms"
-                          f"{' (between forward passes: added)' if ENGINE_SERIAL.get(engine) else ''}",
-                    f"prefill compute-bound at {prefill_eff:g} of peak; {input_tokens:g} in + {output_tokens:g} out tokens "
-                    f"per row; {replicas} replica(s) x tp {tp}"]
-    if longest > mean_out:
-        assumptions.append(f"the longest row generates {longest:g} tokens: "
-                           + ("every static batch runs until it ends" if engine == "hf"
-                              else "the last rows run on alone at the end"))
-    return Rate(tokens_per_s=rate, bound=bound, assumptions=tuple(assumptions), efficiency=None,
-                seconds_per_step=step)
 
 
 def segments_for(total_seconds: float, limit_seconds: float | None) -> int:

@@ -5,8 +5,8 @@ The job script (the base template) appends ``nvidia-smi --query-gpu=TELEMETRY_FI
 lines to ``<log>.gpu.csv`` on every backend whose node has nvidia-smi. The monitor reads the
 new complete lines at most once per sample interval per job (:func:`observe`), stores them as
 metric series ``gpu<index>.util`` (percent), ``gpu<index>.mem_mib`` and ``gpu<index>.power_w``
-(source ``gpu``), and keeps in the context's scratchpad what the idle and memory checks of
-:mod:`runjob_core.defaults.gpu_health` need. The report's ``gpu`` section comes from the stored series
+(source ``gpu``), and keeps in ``context.core_memory.gpu`` what the idle and memory checks
+of :mod:`runjob_core.defaults.gpu_health` need. The report's ``gpu`` section comes from the stored series
 (:func:`usage`), so it survives the monitor.
 """
 
@@ -39,7 +39,7 @@ def state(context, tag: str) -> dict[str, Any]:
     """What the checks need of one attempt's GPUs: per GPU index, the time it went idle
     (``idle_since``, None while busy), the idle spells that ended (``spells``: (start, end)),
     the last sample time, memory used and total."""
-    return context.scratchpad("runjob-core:gpu-state").setdefault(tag, {})
+    return context.core_memory.gpu.gpus.setdefault(tag, {})
 
 
 def observe(context, transport, job, attempt, submission, status) -> int:
@@ -47,7 +47,7 @@ def observe(context, transport, job, attempt, submission, status) -> int:
     interval = job.health.gpu_sample_seconds
     if not interval or job.resources.gpus <= 0:
         return 0
-    due = context.scratchpad("runjob-core:gpu-due")
+    due = context.core_memory.gpu.next_read
     now = time.monotonic()
     if not status.terminal and now < due.get(attempt.tag, 0.0):
         return 0  # nothing new can have been sampled yet: spare the (remote) read

@@ -21,7 +21,6 @@ from runjob_core.models import PENDING, RUNNING, SUBMITTING
 #: some health checks depend on time passing (a stall; a traceback followed by silence is
 #: decided after 15 s, runjob_health's SETTLE_SECONDS), and the watcher may have missed news.
 SWEEP_SECONDS = 15.0
-_PAD = "runjob-core:cycle-memo"
 
 
 @attrs.define
@@ -33,39 +32,37 @@ class Seen:
     queued: bool  # observed waiting in the queue (nothing to read until it starts)
 
 
-def _pad(context) -> dict:
-    return context.scratchpad(_PAD)
+@attrs.define
+class CycleMemo:
+    """One monitor's memory of the store's active attempts and of how each was last seen."""
 
+    #: Job id -> how its active attempt was last observed.
+    seen: dict[str, Seen] = attrs.field(factory=dict)
+    #: ((store generation, job ids), {cluster: (attempts, Submissions)}, job heads) of the
+    #: last read, kept until the store changes.
+    _last_read: tuple[Any, dict[str, tuple[list, list]], dict] | None = attrs.field(default=None, init=False)
 
-def groups(context, job_ids: list[str] | None, make_submission):
-    """({cluster: (active attempts with a submission, their Submissions)}, job heads),
-    re-read from the store only when it changed."""
-    pad = _pad(context)
-    key = (context.store.generation(), tuple(job_ids) if job_ids else None)
-    cached = pad.get("groups")
-    if cached is not None and cached[0] == key:
-        return cached[1], cached[2]
-    store = context.store
-    attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
-    heads = store.job_heads([a.job_id for a in attempts])
-    by_cluster: dict[str, tuple[list, list]] = {}
-    for attempt in attempts:
-        group, submissions = by_cluster.setdefault(heads[attempt.job_id].cluster, ([], []))
-        group.append(attempt)
-        submissions.append(make_submission(context, attempt))
-    # Keyed by the generation read *before*: a change made meanwhile forces a re-read.
-    pad["groups"] = (key, by_cluster, heads)
-    return by_cluster, heads
+    def groups(self, store, job_ids: list[str] | None, make_submission):
+        """({cluster: (active attempts with a submission, their Submissions)}, job heads),
+        re-read from the store only when it changed."""
+        key = (store.generation(), tuple(job_ids) if job_ids else None)
+        cached = self._last_read
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
+        heads = store.job_heads([a.job_id for a in attempts])
+        by_cluster: dict[str, tuple[list, list]] = {}
+        for attempt in attempts:
+            group, submissions = by_cluster.setdefault(heads[attempt.job_id].cluster, ([], []))
+            group.append(attempt)
+            submissions.append(make_submission(attempt))
+        # Keyed by the generation read *before*: a change made meanwhile forces a re-read.
+        self._last_read = (key, by_cluster, heads)
+        return by_cluster, heads
 
-
-def seen(context) -> dict[str, Seen]:
-    """Job id -> how its active attempt was last observed."""
-    return _pad(context).setdefault("seen", {})
-
-
-def remember(context, attempt, status, view) -> None:
-    queued = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
-    seen(context)[attempt.job_id] = Seen(attempt, status, view, time.monotonic(), queued)
+    def remember(self, attempt, status, view) -> None:
+        queued = status.state == PENDING and attempt.state in (PENDING, SUBMITTING)
+        self.seen[attempt.job_id] = Seen(attempt, status, view, time.monotonic(), queued)
 
 
 def unchanged(last: Seen | None, attempt, status, *, pushed: bool) -> bool:

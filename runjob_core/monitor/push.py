@@ -5,7 +5,7 @@ The job script writes markers into a small folder beside its log (:func:`marker_
 exit code) when the command returns, ``end`` last. One remote watcher per cluster
 connection (:mod:`runjob_core.monitor.hub`, run by the shared SSH agent, or in this process
 for a direct SSH or local transport) reports new markers and log growth; the monitor sleeps
-in :func:`wait_for_wakeup` instead of ``time.sleep`` and is woken within a fraction of a
+in :meth:`PushWatch.wait_for_wakeup` instead of ``time.sleep`` and is woken within a fraction of a
 second. A marker that means "the scheduler's answer changed" (:data:`POLL_MARKERS`) makes the
 monitor poll the scheduler once for that job; log growth only reads the new lines and runs
 the health checks. The slow, batched poll cadence stays as the safety net, and whenever no
@@ -20,10 +20,15 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from runjob_core.monitor import hub as _watchhub
 from runjob_core.errors import RunjobError
+
+if TYPE_CHECKING:
+    from runjob_core.context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +42,6 @@ DEBOUNCE_SECONDS = 0.05
 WAKE_POLL_GAP = 1.0
 #: A job writing its log non-stop is read at most this often (a line still shows in < 1 s).
 LOG_WAKE_GAP = 0.25
-_PAD = "runjob-core:watch"
 
 
 def marker_dir(log_path: str) -> str:
@@ -175,86 +179,6 @@ class _AgentSubscription:
         self._sock.close()
 
 
-_HUBS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _hub_for(transport) -> _watchhub.Hub:
-    """The in-process hub of a direct SSH or local transport (one per transport object)."""
-    hub = _HUBS.get(transport)
-    if hub is None:
-        from runjob_core.transport import LocalTransport
-
-        wrap = _watchhub.ProcessStream if isinstance(transport, LocalTransport) else _watchhub.ChannelStream
-        hub = _HUBS[transport] = _watchhub.Hub(lambda argv: wrap(transport.open_stream(argv)))
-    return hub
-
-
-def _registry(context) -> dict[str, Any]:
-    pad = context.scratchpad(_PAD)
-    if "bell" not in pad:
-        pad["bell"] = threading.Condition()
-        pad["watches"] = {}
-        pad["wake_polls"] = {}  # job id -> scheduler polls the push path asked for
-        pad["confirm"] = {}  # job id -> (when to poll again, tries so far)
-        pad["spent"] = {}  # cluster -> marker folders of attempts that ended
-        pad["polled"] = {}  # cluster -> time.monotonic() of its last scheduler poll
-    return pad
-
-
-def enable(context) -> None:
-    """Use the push path in this context: a long-running follower (``monitor.watch``,
-    ``runjob logs -f``) asks for it; a one-off cycle (``runjob status``, ``watch --once``,
-    the API's refresh) polls and starts no remote watcher."""
-    _registry(context)["enabled"] = True
-
-
-def for_cluster(context, cluster) -> Watch | None:
-    """The cluster's :class:`Watch` (subscribed on first use), or None without a push path."""
-    pad = _registry(context)
-    if not pad.get("enabled"):
-        return None
-    watches = pad["watches"]
-    if cluster.name in watches:
-        watch = watches[cluster.name]
-        if watch is not None and watch.state.startswith("dead") and watch.died_at is not None \
-                and time.monotonic() - watch.died_at >= _watchhub.restart_seconds():
-            _revive(context, cluster, watch)
-        return watch
-    watch = None
-    # A backend that makes a machine per job has no standing host whose log folder to watch.
-    if _watchhub.mode() != "off" and not context.backend_info(cluster.type).machine_per_job:
-        watch = _subscribe(context, cluster, pad["bell"])
-    watches[cluster.name] = watch
-    return watch
-
-
-def for_submission(context, submission) -> Watch | None:
-    """The watch that covers *submission*: its cluster's, unless the job runs on a machine
-    of its own (no shared log folder to watch there yet: polling only)."""
-    cluster = context.clusters.get(submission.cluster)
-    if cluster is None or getattr(submission, "machine", None) is not None:
-        return None
-    return for_cluster(context, cluster)
-
-
-def _subscribe(context, cluster, bell: threading.Condition) -> Watch | None:
-    watch = Watch(cluster.name, bell)
-    watch._sub = _open(context.transport(cluster), watch.news, cluster.name)
-    return watch if watch._sub is not None else None
-
-
-def _open(transport, callback, name: str):
-    """A subscription to the hub that serves *transport*, or None (polling only)."""
-    try:
-        if hasattr(transport, "watch_socket"):
-            return _AgentSubscription(transport.watch_socket(), callback)
-        if hasattr(transport, "open_stream"):
-            return _hub_for(transport).subscribe(callback)
-    except (OSError, RunjobError) as exc:
-        log.info("no push path for %s: %s", name, exc)
-    return None  # a transport without long-running commands: polling only
-
-
 def needs_poll(group, woken: dict[str, set[str]] | None, seen: dict) -> bool:
     """Whether this cycle asks the scheduler about *group* (one batched poll either way)."""
     if woken is None:
@@ -266,161 +190,227 @@ def needs_poll(group, woken: dict[str, set[str]] | None, seen: dict) -> bool:
     return False
 
 
-def count_poll(context, woken: dict[str, set[str]] | None, group, cluster: str) -> None:
-    """Count scheduler polls made because of the push path, per job (for its state events)."""
-    pad = _registry(context)
-    pad["last_poll"] = pad["polled"][cluster] = time.monotonic()
-    if woken is None:
-        return
-    counts = pad["wake_polls"]
-    for attempt in group:
-        if causes_poll(woken.get(attempt.job_id, ())):
-            counts[attempt.job_id] = counts.get(attempt.job_id, 0) + 1
+@attrs.define(eq=False)
+class PushWatch:
+    """One monitor's push path: a :class:`Watch` per followed cluster, the bell their news
+    ring, and what the wake-ups and confirmation re-polls need between cycles.
 
+    Off until :meth:`enable`: a long-running follower (``monitor.watch``, ``runjob logs -f``,
+    ``Session.wait``) asks for it; a one-off cycle (``runjob status``, ``watch --once``, the
+    API's refresh) polls and starts no remote watcher."""
 
-def trigger(context, job_id: str, causes: set[str] | None) -> dict[str, Any]:
-    """What a state event records about why the monitor looked: the watcher or the poll."""
-    if not causes:
-        return {"trigger": "poll"}
-    pad = _registry(context)
-    data = {"trigger": "watcher", "causes": sorted(causes), "wake_polls": pad["wake_polls"].get(job_id, 0)}
-    if causes & _ENDING:
-        # Scheduler polls since the job said it ended, this one included (1: it confirmed at once).
-        data["ending_polls"] = pad["confirm"].get(job_id, (0.0, 0))[1] + 1
-    return data
+    context: RunContext  # whose clusters and transports the watches use
+    enabled: bool = False
+    #: Rung by a watch (from the hub's or the agent reader's thread) when news arrive.
+    bell: threading.Condition = attrs.field(factory=threading.Condition)
+    #: Cluster name -> its watch, or None where the cluster has no push path.
+    by_cluster: dict[str, Watch | None] = attrs.field(factory=dict)
+    #: Job id -> scheduler polls the push path asked for (recorded in its state events).
+    wake_polls: dict[str, int] = attrs.field(factory=dict)
+    #: Job id -> (when to poll it again, tries so far) after its end marker.
+    confirms: dict[str, tuple[float, int]] = attrs.field(factory=dict)
+    #: Cluster name -> marker folders of attempts that ended (removed after the cycle).
+    spent: dict[str, list[str]] = attrs.field(factory=dict)
+    #: Cluster name -> time.monotonic() of its last scheduler poll.
+    polled: dict[str, float] = attrs.field(factory=dict)
+    #: time.monotonic() of the newest scheduler poll, and of the last wake-up.
+    newest_poll: float = 0.0
+    last_wake: float = 0.0
+    #: The in-process hub of each direct SSH or local transport (one per transport object;
+    #: an agent transport's hub lives in the SSH agent).
+    hubs: weakref.WeakKeyDictionary = attrs.field(factory=weakref.WeakKeyDictionary)
 
+    def enable(self) -> None:
+        self.enabled = True
 
-def track(context, watch: Watch | None, attempt, submission, status, causes: set[str] | None, *,
-          stopping: bool = False) -> None:
-    """Follow an active attempt's log and markers; stop when it ended (and remove its marker
-    folder); re-poll soon when it wrote its end marker, or runjob just stopped it, but the
-    scheduler still lists it."""
-    if watch is None or getattr(submission, "machine", None) is not None:
-        return  # a job on a machine of its own is not in the cluster's log folder: polled only
-    pad = _registry(context)
-    confirms = pad["confirm"]
-    if status.terminal:
-        watch.unfollow(attempt.job_id)
-        confirms.pop(attempt.job_id, None)
-        # Spent markers go: inotifywait -r would otherwise watch every old folder.
-        pad["spent"].setdefault(submission.cluster, []).append(marker_dir(submission.log_path))
-        return
-    watch.follow(attempt.job_id, submission.log_path)
-    if stopping or (causes and causes & _ENDING):
-        tries = confirms.get(attempt.job_id, (0.0, 0))[1]
-        if tries < len(CONFIRM_DELAYS):
-            confirms[attempt.job_id] = (time.monotonic() + CONFIRM_DELAYS[tries], tries + 1)
-        else:
-            confirms.pop(attempt.job_id, None)
+    def for_cluster(self, cluster) -> Watch | None:
+        """The cluster's :class:`Watch` (subscribed on first use), or None without a push path."""
+        if not self.enabled:
+            return None
+        if cluster.name in self.by_cluster:
+            watch = self.by_cluster[cluster.name]
+            if watch is not None and watch.state.startswith("dead") and watch.died_at is not None \
+                    and time.monotonic() - watch.died_at >= _watchhub.restart_seconds():
+                self._revive(cluster, watch)
+            return watch
+        watch = None
+        # A backend that makes a machine per job has no standing host whose log folder to watch.
+        if _watchhub.mode() != "off" and not self.context.backend_info(cluster.type).machine_per_job:
+            watch = Watch(cluster.name, self.bell)
+            watch._sub = self._open(self.context.transport(cluster), watch.news, cluster.name)
+            watch = watch if watch._sub is not None else None
+        self.by_cluster[cluster.name] = watch
+        return watch
 
+    def for_submission(self, submission) -> Watch | None:
+        """The watch that covers *submission*: its cluster's, unless the job runs on a machine
+        of its own (no shared log folder to watch there yet: polling only)."""
+        cluster = self.context.clusters.get(submission.cluster)
+        if cluster is None or getattr(submission, "machine", None) is not None:
+            return None
+        return self.for_cluster(cluster)
 
-def _revive(context, cluster, watch: Watch) -> None:
-    """A new subscription for a watch whose watcher died a while ago, with every followed job."""
-    watch.close()
-    watch.died_at = time.monotonic()  # if this fails too, try again after the same wait
-    sub = _open(context.transport(cluster), watch.news, cluster.name)
-    if sub is None:
-        return
-    watch._sub = sub
-    jobs, watch._jobs, watch._paths = dict(watch._jobs), {}, {}
-    for job_id, (log_path, _markers) in jobs.items():
-        watch.follow(job_id, log_path)
+    def _hub_for(self, transport) -> _watchhub.Hub:
+        """The in-process hub of a direct SSH or local transport (one per transport object)."""
+        hub = self.hubs.get(transport)
+        if hub is None:
+            from runjob_core.transport import LocalTransport
 
+            wrap = _watchhub.ProcessStream if isinstance(transport, LocalTransport) else _watchhub.ChannelStream
+            hub = self.hubs[transport] = _watchhub.Hub(lambda argv: wrap(transport.open_stream(argv)))
+        return hub
 
-def clean_up(context) -> None:
-    """Remove the marker folders of attempts that ended this cycle (one command per cluster)."""
-    spent = _registry(context)["spent"]
-    for cluster_name, folders in list(spent.items()):
-        del spent[cluster_name]
-        cluster = context.clusters.get(cluster_name)
-        if cluster is None:
-            continue
+    def _open(self, transport, callback, name: str):
+        """A subscription to the hub that serves *transport*, or None (polling only)."""
         try:
-            result = context.transport(cluster).run(["rm", "-rf", "--", *folders])
-        except RunjobError as exc:
-            log.info("could not remove spent marker folders on %s: %s", cluster_name, exc)
-            continue
-        if not result.ok:
-            log.info("could not remove spent marker folders on %s: %s", cluster_name, result.stderr.strip())
+            if hasattr(transport, "watch_socket"):
+                return _AgentSubscription(transport.watch_socket(), callback)
+            if hasattr(transport, "open_stream"):
+                return self._hub_for(transport).subscribe(callback)
+        except (OSError, RunjobError) as exc:
+            log.info("no push path for %s: %s", name, exc)
+        return None  # a transport without long-running commands: polling only
 
-
-def watches(context) -> list[Watch]:
-    return [w for w in _registry(context)["watches"].values() if w is not None]
-
-
-def full_poll_interval(context, interval: float, min_interval: float, max_interval: float, *, busy: bool) -> float:
-    """The next wait between full polls. With a live watcher they are only the safety net
-    (for what leaves no marker: a job the scheduler killed, a missed event), so they start
-    at a quarter of the longest interval; without one, as before: back to the shortest
-    after a change, else half as long again."""
-    if all_alive(context):
-        floor = max(min_interval, max_interval / 4)
-        return floor if busy else min(max_interval, max(floor, interval * 1.5))
-    return min_interval if busy else min(max_interval, interval * 1.5)
-
-
-def last_poll(context) -> float:
-    """time.monotonic() of the oldest of the clusters' last scheduler polls (0 before any)."""
-    return min(_registry(context)["polled"].values(), default=0.0)
-
-
-def all_alive(context) -> bool:
-    """True when every cluster being followed has a live watcher (so the poll may slow down)."""
-    current = watches(context)
-    return bool(current) and all(w.alive for w in current)
-
-
-def wait_for_wakeup(context, timeout: float) -> dict[str, set[str]]:
-    """Sleep up to *timeout* seconds, or until a watcher reports news about a followed job.
-
-    Returns {job id: causes} ("log", "marker:end", "confirm" ...), empty after a quiet
-    timeout. Without any watcher this is ``time.sleep(timeout)``.
-    """
-    pad = _registry(context)
-    bell: threading.Condition = pad["bell"]
-    confirms: dict[str, tuple[float, int]] = pad["confirm"]
-    current = watches(context)
-    deadline = time.monotonic() + max(0.0, timeout)
-    if confirms:
-        deadline = min(deadline, min(due for due, _ in confirms.values()))
-    if not current:
-        time.sleep(max(0.0, deadline - time.monotonic()))
-    else:
-        with bell:
-            while not any(w.pending for w in current):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                bell.wait(remaining)
-            news = any(w.pending for w in current)
-        if news:
-            time.sleep(DEBOUNCE_SECONDS)
-            with bell:
-                wants_poll = any(causes_poll(c) for w in current for c in w.pending.values())
-            if wants_poll:
-                hold = pad.get("last_poll", 0.0) + WAKE_POLL_GAP - time.monotonic()
-            else:
-                hold = pad.get("last_wake", 0.0) + LOG_WAKE_GAP - time.monotonic()
-            if hold > 0:
-                time.sleep(hold)  # news meanwhile joins this wake-up
-            pad["last_wake"] = time.monotonic()
-    woken: dict[str, set[str]] = {}
-    now = time.monotonic()
-    for job_id, (due, tries) in confirms.items():
-        if due <= now:
-            woken[job_id] = {"confirm"}
-            confirms[job_id] = (float("inf"), tries)  # track() schedules the next one, if any
-    with bell:
-        for watch in current:
-            for job_id, causes in watch.pending.items():
-                woken.setdefault(job_id, set()).update(causes)
-            watch.pending.clear()
-    return woken
-
-
-def close(context) -> None:
-    pad = _registry(context)
-    for watch in watches(context):
+    def _revive(self, cluster, watch: Watch) -> None:
+        """A new subscription for a watch whose watcher died a while ago, with every followed job."""
         watch.close()
-    pad["watches"].clear()
-    pad["enabled"] = False
+        watch.died_at = time.monotonic()  # if this fails too, try again after the same wait
+        sub = self._open(self.context.transport(cluster), watch.news, cluster.name)
+        if sub is None:
+            return
+        watch._sub = sub
+        jobs, watch._jobs, watch._paths = dict(watch._jobs), {}, {}
+        for job_id, (log_path, _markers) in jobs.items():
+            watch.follow(job_id, log_path)
+
+    def count_poll(self, woken: dict[str, set[str]] | None, group, cluster: str) -> None:
+        """Count scheduler polls made because of the push path, per job (for its state events)."""
+        self.newest_poll = self.polled[cluster] = time.monotonic()
+        if woken is None:
+            return
+        counts = self.wake_polls
+        for attempt in group:
+            if causes_poll(woken.get(attempt.job_id, ())):
+                counts[attempt.job_id] = counts.get(attempt.job_id, 0) + 1
+
+    def trigger(self, job_id: str, causes: set[str] | None) -> dict[str, Any]:
+        """What a state event records about why the monitor looked: the watcher or the poll."""
+        if not causes:
+            return {"trigger": "poll"}
+        data = {"trigger": "watcher", "causes": sorted(causes), "wake_polls": self.wake_polls.get(job_id, 0)}
+        if causes & _ENDING:
+            # Scheduler polls since the job said it ended, this one included (1: it confirmed at once).
+            data["ending_polls"] = self.confirms.get(job_id, (0.0, 0))[1] + 1
+        return data
+
+    def track(self, watch: Watch | None, attempt, submission, status, causes: set[str] | None, *,
+              stopping: bool = False) -> None:
+        """Follow an active attempt's log and markers; stop when it ended (and remove its marker
+        folder); re-poll soon when it wrote its end marker, or runjob just stopped it, but the
+        scheduler still lists it."""
+        if watch is None or getattr(submission, "machine", None) is not None:
+            return  # a job on a machine of its own is not in the cluster's log folder: polled only
+        confirms = self.confirms
+        if status.terminal:
+            watch.unfollow(attempt.job_id)
+            confirms.pop(attempt.job_id, None)
+            # Spent markers go: inotifywait -r would otherwise watch every old folder.
+            self.spent.setdefault(submission.cluster, []).append(marker_dir(submission.log_path))
+            return
+        watch.follow(attempt.job_id, submission.log_path)
+        if stopping or (causes and causes & _ENDING):
+            tries = confirms.get(attempt.job_id, (0.0, 0))[1]
+            if tries < len(CONFIRM_DELAYS):
+                confirms[attempt.job_id] = (time.monotonic() + CONFIRM_DELAYS[tries], tries + 1)
+            else:
+                confirms.pop(attempt.job_id, None)
+
+    def clean_up(self) -> None:
+        """Remove the marker folders of attempts that ended this cycle (one command per cluster)."""
+        spent = self.spent
+        for cluster_name, folders in list(spent.items()):
+            del spent[cluster_name]
+            cluster = self.context.clusters.get(cluster_name)
+            if cluster is None:
+                continue
+            try:
+                result = self.context.transport(cluster).run(["rm", "-rf", "--", *folders])
+            except RunjobError as exc:
+                log.info("could not remove spent marker folders on %s: %s", cluster_name, exc)
+                continue
+            if not result.ok:
+                log.info("could not remove spent marker folders on %s: %s", cluster_name, result.stderr.strip())
+
+    def watches(self) -> list[Watch]:
+        return [w for w in self.by_cluster.values() if w is not None]
+
+    def full_poll_interval(self, interval: float, min_interval: float, max_interval: float, *, busy: bool) -> float:
+        """The next wait between full polls. With a live watcher they are only the safety net
+        (for what leaves no marker: a job the scheduler killed, a missed event), so they start
+        at a quarter of the longest interval; without one, as before: back to the shortest
+        after a change, else half as long again."""
+        if self.all_alive():
+            floor = max(min_interval, max_interval / 4)
+            return floor if busy else min(max_interval, max(floor, interval * 1.5))
+        return min_interval if busy else min(max_interval, interval * 1.5)
+
+    def last_poll(self) -> float:
+        """time.monotonic() of the oldest of the clusters' last scheduler polls (0 before any)."""
+        return min(self.polled.values(), default=0.0)
+
+    def all_alive(self) -> bool:
+        """True when every cluster being followed has a live watcher (so the poll may slow down)."""
+        current = self.watches()
+        return bool(current) and all(w.alive for w in current)
+
+    def wait_for_wakeup(self, timeout: float) -> dict[str, set[str]]:
+        """Sleep up to *timeout* seconds, or until a watcher reports news about a followed job.
+
+        Returns {job id: causes} ("log", "marker:end", "confirm" ...), empty after a quiet
+        timeout. Without any watcher this is ``time.sleep(timeout)``.
+        """
+        bell, confirms = self.bell, self.confirms
+        current = self.watches()
+        deadline = time.monotonic() + max(0.0, timeout)
+        if confirms:
+            deadline = min(deadline, min(due for due, _ in confirms.values()))
+        if not current:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+        else:
+            with bell:
+                while not any(w.pending for w in current):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    bell.wait(remaining)
+                news = any(w.pending for w in current)
+            if news:
+                time.sleep(DEBOUNCE_SECONDS)
+                with bell:
+                    wants_poll = any(causes_poll(c) for w in current for c in w.pending.values())
+                if wants_poll:
+                    hold = self.newest_poll + WAKE_POLL_GAP - time.monotonic()
+                else:
+                    hold = self.last_wake + LOG_WAKE_GAP - time.monotonic()
+                if hold > 0:
+                    time.sleep(hold)  # news meanwhile joins this wake-up
+                self.last_wake = time.monotonic()
+        woken: dict[str, set[str]] = {}
+        now = time.monotonic()
+        for job_id, (due, tries) in confirms.items():
+            if due <= now:
+                woken[job_id] = {"confirm"}
+                confirms[job_id] = (float("inf"), tries)  # track() schedules the next one, if any
+        with bell:
+            for watch in current:
+                for job_id, causes in watch.pending.items():
+                    woken.setdefault(job_id, set()).update(causes)
+                watch.pending.clear()
+        return woken
+
+    def close(self) -> None:
+        """Stop following (the watches' subscriptions end; the hubs stay for a later enable)."""
+        for watch in self.watches():
+            watch.close()
+        self.by_cluster.clear()
+        self.enabled = False

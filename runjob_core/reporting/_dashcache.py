@@ -28,7 +28,8 @@ from runjob_core._version import __version__
 FILE = ".summaries.json"
 #: Bumped when a summary's fields or a page's layout change: older caches are ignored.
 #: 2: running jobs are remembered too (no stamp), with their ``row`` state and ``eta``.
-FORMAT = 2
+#: 3: the summary says who submitted the job (``who``, the index's column).
+FORMAT = 3
 
 
 @contextlib.contextmanager

@@ -24,9 +24,14 @@ def statistics_rows(report: dict[str, Any]) -> list[tuple[str, str]]:
     r = report["results"]
     rows = [("rows", f"{r['rows']} in {r['folder']}" if r["folder"] else "none: nothing was collected for this job")]
     where = r.get("collected_on")
-    if where and not r["folder"]:  # collected by a member on another host, out of this host's reach
-        rows[0] = ("rows", f"none here: collected on {where['host']}:{where['path']}" + (f" by {where['who']}" if where["who"]
-                   else "") + f"; `runjob collect {report['job']['id']}` fetches them here")
+    by = f" by {where['who']}" if where and where["who"] else ""
+    if where and where.get("fetched") and r["folder"] == where["fetched"]["folder"]:  # out of reach, read from a copy
+        rows[0] = ("rows", f"{r['rows']} read from {where['fetched']['from']} (collected on {where['host']}:{where['path']}"
+                   f"{by}, out of this host's reach)")
+    elif where and not r["folder"]:  # collected by a member on another host, out of this host's reach
+        rows[0] = ("rows", f"none here: collected on {where['host']}:{where['path']}{by}; `runjob collect "
+                   f"{report['job']['id']}` fetches them here" + (f" (the published copy: {where['fetch_problem']})"
+                                                                  if where.get("fetch_problem") else ""))
     elif where and r["folder"] == where["path"]:
         rows[0] = ("rows", f"{r['rows']} in {where['host']}:{where['path']}" + (f" (collected by {where['who']})"
                    if where["who"] else ""))

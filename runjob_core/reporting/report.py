@@ -31,15 +31,19 @@ CLOSING = "Job complete. Artifacts at HF: {repo}@{revision}. Dashboard synced."
 
 def build_report(store, row, *, clusters: dict | None = None, results_dir: Path | None = None,
                  now: float | None = None, cache: dict | None = None, events: list | None = None,
-                 attempts: list | None = None, metrics: list | None = None, hook=None) -> dict[str, Any]:
+                 attempts: list | None = None, metrics: list | None = None, artifacts: list | None = None,
+                 hook=None) -> dict[str, Any]:
     """The report of *row*. *clusters* (name -> ClusterConfig) gives GPU-hour prices where
     a cluster's ``settings.gpu_hour_cost`` sets one; *cache* (a dict kept by the caller)
     spares re-reading results files that did not change (the dashboard rebuilds often);
-    *hook* (``pm.hook``) lets plugins' results readers read the folder too."""
+    *hook* (``pm.hook``) lets plugins' results readers read the folder too. *events*,
+    *attempts*, *metrics* (every series, as :meth:`Store.metrics` orders them) and *artifacts*,
+    when given, are the job's rows read already (the dashboard reads a thousand jobs' in four
+    queries): nothing of them is read again."""
     now = time.time() if now is None else now
     attempts = store.attempts(row.id) if attempts is None else attempts
     events = store.events(row.id) if events is None else events
-    artifacts = store.artifacts(row.id)
+    artifacts = store.artifacts(row.id) if artifacts is None else artifacts
     spec = _spec(row, cache)
     max_tokens = spec.model.max_tokens if spec else None
     # Only what was collected for this job: a namesake's results are never this job's rows.
@@ -47,6 +51,8 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     elsewhere = None if dest is not None else _collected_elsewhere(row, events)
     if dest is None and elsewhere is not None and elsewhere["reachable"]:
         dest = Path(elsewhere["path"])  # another host's folder this host sees (the same machine, a shared filesystem)
+    elif dest is None and elsewhere is not None and hook is not None and spec is not None:
+        dest = _fetch_published(row, spec, artifacts, elsewhere, hook)  # out of reach: a published copy (the Hub)
     if dest is None:
         summary, samples = results_mod.summarise([], max_tokens=max_tokens), []
         summary.update(folder=None, files=[], unparsable_lines=0)
@@ -74,11 +80,12 @@ def build_report(store, row, *, clusters: dict | None = None, results_dir: Path 
     from runjob_core.gpu import telemetry as gpu_telemetry
     from runjob_core.reporting import training
 
-    report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",)))
+    report["training"] = training.section(spec, attempts, events, store.metrics(row.id, series=("loss",))
+                                          if metrics is None else [m for m in metrics if m[1] == "loss"])
     # GPU telemetry (utilisation, memory, idle GPU-hours): None when the job sampled none.
     report["gpu"] = gpu_telemetry.usage(store.metrics(row.id) if metrics is None else metrics)
     report["anomalies"] = _anomalies(events, artifacts, summary, report["attempts"]) + _reference_anomalies(spec, summary, cache)
-    report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"])
+    report["estimate"] = _estimate_vs_actual(store, row, spec, events, artifacts, report["resources"], metrics)
     if report["gpu"] and "gpu_peak_gib" not in report["estimate"]:
         # No log or collect measured the GPU peak: the telemetry did (the whole card, as nvidia-smi sees it).
         report["estimate"].update(gpu_peak_gib=round(report["gpu"]["peak_memory_mib"] / 1024, 3),
@@ -216,7 +223,7 @@ def _is_number(value: Any) -> bool:
         return False
 
 
-def _estimate_vs_actual(store, row, spec, events, artifacts, resources) -> dict[str, Any]:
+def _estimate_vs_actual(store, row, spec, events, artifacts, resources, metrics: list | None = None) -> dict[str, Any]:
     from runjob_core.config import parse_duration
 
     out: dict[str, Any] = {"actual_walltime": hms(resources["run_seconds"]), "actual_seconds": resources["run_seconds"]}
@@ -236,7 +243,8 @@ def _estimate_vs_actual(store, row, spec, events, artifacts, resources) -> dict[
                     out["estimated_memory_gib"] = float(data["total_gib"])
                 out.setdefault("summaries", []).append(f"{item.get('source')}: {item.get('summary')}")
     peaks = {}
-    for _n, series, _step, _ts, value in store.metrics(row.id, series=PEAK_MEMORY_SERIES):
+    for _n, series, _step, _ts, value in (store.metrics(row.id, series=PEAK_MEMORY_SERIES) if metrics is None
+                                          else [m for m in metrics if m[1] in PEAK_MEMORY_SERIES]):
         if series in PEAK_MEMORY_SERIES:
             gib = value / 1024 if series.endswith("_mb") else value
             peaks[series] = max(peaks.get(series, gib), gib)
@@ -406,6 +414,31 @@ def _collected_elsewhere(row, events) -> dict[str, Any] | None:
     path = last.data["path"]
     reachable = _results_folder.folder_of(Path(path), row.id) is not None
     return {"host": last.data.get("host"), "path": path, "who": last.who, "reachable": reachable}
+
+
+def _fetch_published(row, spec, artifacts, elsewhere: dict[str, Any], hook) -> Path | None:
+    """The job's results as a plugin published them (``runjob_fetch_results``: the Hub plugin
+    brings its copy back), fetched into ``.runjob/fetched/<job id>/``, when the folder they were
+    collected into is out of this host's reach; ``elsewhere`` says where they came from, or why
+    they could not be read. None when no plugin published them."""
+    from runjob_core.errors import RunjobError
+    from runjob_core.models import Artifact
+    from runjob_core.store import state_dir
+
+    records = [Artifact(name=a.name, kind=a.kind, location=a.location, source=a.source, rows=a.rows, data=dict(a.data))
+               for a in artifacts]
+    folder = state_dir() / "fetched" / row.id
+    try:
+        fetched = hook.runjob_fetch_results(job=spec, artifacts=records, dest=folder)
+    except RunjobError as exc:
+        elsewhere["fetch_problem"] = str(exc)
+        return None
+    if fetched is None:
+        return None
+    published = next((a for a in reversed(records) if a.kind == ARTIFACT_HUB), None)
+    elsewhere["fetched"] = {"folder": str(fetched),
+                            "from": published.location if published is not None else str(fetched)}
+    return Path(fetched)
 
 
 def _closing(row, spec, state, events, artifacts) -> dict[str, Any]:

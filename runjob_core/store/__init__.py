@@ -109,7 +109,7 @@ CREATE TABLE IF NOT EXISTS pending_actions(
 
 #: The layout of the tables above, kept in ``PRAGMA user_version``. Raise it with every
 #: change, and add the step from the previous version to ``_MIGRATIONS``.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 #: The oldest layout whose runjob can still use a database of this layout (kept in the
 #: ``meta`` table). Added nullable columns and new tables keep it: older runjobs ignore
 #: them. Raise it to SCHEMA_VERSION for a change they would misread (a rename, a new
@@ -148,6 +148,16 @@ def _add_sweep_columns(db) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS jobs_sweep ON jobs(sweep_id, sweep_index)")
 
 
+def _add_change_counter(db) -> None:
+    """Schema 7: on PostgreSQL, a counter of the changes to jobs and attempts, moved by the
+    statement that changes them in the same transaction (:meth:`postgres.Connection.data_version`
+    reads one row instead of scanning both tables). SQLite has ``PRAGMA data_version``: nothing to add."""
+    if db.dialect == "postgresql":
+        from runjob_core.store import postgres as _postgres
+
+        _postgres.add_change_counter(db)
+
+
 #: version -> statements (SQL, or a function of the connection) that bring a database of that
 #: version to the next one. Version 0 is a database from before versions were kept; its tables
 #: are already those of version 1. ``_SCHEMA`` stays the layout of version 1: a new database is
@@ -169,6 +179,11 @@ _MIGRATIONS: dict[int, tuple[Any, ...]] = {
     # 6: sweeps (one spec, many jobs: runjob_core.sweep): the sweep's record, and each job's sweep and
     # element index. A new table and nullable columns: older runjobs ignore them.
     5: (_SWEEPS, _add_sweep_columns),
+    # 7: PostgreSQL's change counter of jobs and attempts (what the monitor's caches key on); SQLite: none.
+    6: (_add_change_counter,),
+    # 8: the jobs by creation time: `runjob status` lists the latest 20 by reading 20 index entries, where
+    # SQLite sorted every job row, specs and scripts included (6 ms at 2,000 jobs, 0.04 ms with it).
+    7: ("CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at)",),
 }
 
 #: Points kept per job, attempt and metric series: past this, every other point is dropped
@@ -355,17 +370,49 @@ def _make(cls, row: sqlite3.Row):
 
 
 def _make_all(cls, rows) -> list:
-    """Records from rows of one query; the column plan is worked out once per query (the
-    monitor reads every followed job's rows each cycle)."""
-    rows = list(rows)
+    """Records from the rows of one query (a cursor, or a list of rows); the column plan is
+    worked out once per query (the monitor reads every followed job's rows each cycle, and
+    ``runjob status -n 10000`` ten thousand jobs).
+
+    A cursor's rows are fetched as plain tuples (``sqlite3.Row`` and the PostgreSQL row class
+    cost as much again as the records), and when the query's columns are the record's fields,
+    in order, the frozen records are filled without their generated ``__init__`` (which sets
+    each field through ``object.__setattr__``): half the time for the same records."""
+    if hasattr(rows, "description"):
+        description = rows.description
+        if description is None:
+            return []
+        columns = [column[0] for column in description]
+        _plain_rows(rows)
+        rows = rows.fetchall()
+    else:
+        rows = list(rows)
+        if not rows:
+            return []
+        columns = list(rows[0].keys())
     if not rows:
         return []
     known = cls.__dataclass_fields__
-    columns = rows[0].keys()
     if columns == list(known):  # the usual case: the table's columns are the record's fields
-        return [cls(*row) for row in rows]
+        new = object.__new__
+        made = []
+        for row in rows:
+            record = new(cls)
+            record.__dict__.update(zip(columns, row))
+            made.append(record)
+        return made
     plan = [(index, name) for index, name in enumerate(columns) if name in known]
     return [cls(**{name: row[index] for index, name in plan}) for row in rows]
+
+
+def _plain_rows(cursor) -> None:
+    """Have *cursor* (SQLite's or psycopg's, before its rows are fetched) give plain tuples."""
+    if isinstance(cursor, sqlite3.Cursor):
+        cursor.row_factory = None
+    else:
+        from runjob_core.store import postgres as _postgres
+
+        _postgres.plain_rows(cursor)
 
 
 def new_job_id() -> str:
@@ -580,15 +627,9 @@ class Store:
         return _make(JobRow, row)
 
     def job_heads(self, job_ids: list[str]) -> dict[str, JobHead]:
-        heads: dict[str, JobHead] = {}
-        unique = list(dict.fromkeys(job_ids))
-        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
-            chunk = unique[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            query = f"SELECT id, name, cluster, outcome FROM jobs WHERE id IN ({marks})"
-            for head in _make_all(JobHead, self._db.execute(query, chunk)):
-                heads[head.id] = head
-        return heads
+        among, params = self._db.among(list(dict.fromkeys(job_ids)))
+        return {head.id: head for head in _make_all(JobHead, self._db.execute(
+            f"SELECT id, name, cluster, outcome FROM jobs WHERE id {among}", params))}
 
     def find_job(self, ref: str) -> JobRow:
         """A job by its runjob id, or the latest job with that name."""
@@ -649,6 +690,10 @@ class Store:
             row = self._db.execute(query + " ORDER BY created_at DESC, rowid DESC LIMIT 1",
                                    (ref, spec_hash) if spec_hash else (ref,)).fetchone()
         return _make(SweepRow, row) if row else None
+
+    def list_sweeps(self) -> list[SweepRow]:
+        """Every sweep, newest first."""
+        return _make_all(SweepRow, self._db.execute("SELECT * FROM sweeps ORDER BY created_at DESC, rowid DESC"))
 
     def set_sweep_state(self, sweep_id: str, state: str) -> None:
         self._db.execute("UPDATE sweeps SET state = ? WHERE id = ?", (state, sweep_id))
@@ -712,15 +757,13 @@ class Store:
         return _make_all(AttemptRow, rows)
 
     def attempts_of(self, job_ids: list[str]) -> dict[str, list[AttemptRow]]:
-        """The attempts of each of *job_ids* (in order of ``n``), in one query per 500 jobs:
-        ``runjob status`` lists 20 jobs with one, not 20."""
+        """The attempts of each of *job_ids* (in order of ``n``), in one query whatever their
+        number: ``runjob status`` lists 20 jobs with one, not 20, and 10,000 with one, not 20."""
         found: dict[str, list[AttemptRow]] = {job_id: [] for job_id in job_ids}
-        unique = list(found)
-        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
-            chunk = unique[start:start + 500]
-            query = f"SELECT * FROM attempts WHERE job_id IN ({','.join('?' * len(chunk))}) ORDER BY job_id, n"
-            for row in _make_all(AttemptRow, self._db.execute(query, chunk)):
-                found[row.job_id].append(row)
+        among, params = self._db.among(list(found))
+        for row in _make_all(AttemptRow, self._db.execute(f"SELECT * FROM attempts WHERE job_id {among} ORDER BY job_id, n",
+                                                          params)):
+            found[row.job_id].append(row)
         return found
 
     def latest_attempt(self, job_id: str) -> AttemptRow | None:
@@ -776,8 +819,8 @@ class Store:
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
         active = "('SUBMITTING','PENDING','RUNNING','REQUEUED','CANCELLING')"
         if job_ids:
-            marks = ",".join("?" * len(job_ids))
-            rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id IN ({marks})", job_ids)
+            among, params = self._db.among(list(dict.fromkeys(job_ids)))
+            rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id {among}", params)
         else:
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active}")
         return _make_all(AttemptRow, rows)
@@ -828,18 +871,15 @@ class Store:
         ]
 
     def events_of(self, job_ids: list[str], *, kinds: tuple[str, ...] = ()) -> dict[str, list[EventRow]]:
-        """:meth:`events` of many jobs (job id -> its events, by id), one query per 500 jobs."""
+        """:meth:`events` of many jobs (job id -> its events, by id), one query whatever their number."""
         found: dict[str, list[EventRow]] = {}
-        unique = list(dict.fromkeys(job_ids))
+        among, params = self._db.among(list(dict.fromkeys(job_ids)))
         kind_marks = f" AND kind IN ({','.join('?' * len(kinds))})" if kinds else ""
-        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
-            chunk = unique[start:start + 500]
-            rows = self._db.execute(f"SELECT * FROM events WHERE job_id IN ({','.join('?' * len(chunk))}){kind_marks}"
-                                    " ORDER BY id", (*chunk, *kinds))
-            for r in rows:
-                found.setdefault(r["job_id"], []).append(
-                    EventRow(r["id"], r["job_id"], r["attempt"], r["ts"], r["kind"], r["source"], r["message"],
-                             json.loads(r["data_json"]) if r["data_json"] else {}, _who_of(r)))
+        rows = self._db.execute(f"SELECT * FROM events WHERE job_id {among}{kind_marks} ORDER BY id", (*params, *kinds))
+        for r in rows.fetchall():
+            found.setdefault(r["job_id"], []).append(
+                EventRow(r["id"], r["job_id"], r["attempt"], r["ts"], r["kind"], r["source"], r["message"],
+                         json.loads(r["data_json"]) if r["data_json"] else {}, _who_of(r)))
         return found
 
     # ------------------------------------------------------------------ log offsets
@@ -881,6 +921,17 @@ class Store:
                         json.loads(r["data_json"]) if r["data_json"] else {}, r["created_at"])
             for r in rows
         ]
+
+    def artifacts_of(self, job_ids: list[str]) -> dict[str, list[ArtifactRow]]:
+        """:meth:`artifacts` of many jobs (job id -> its artifacts, by id), one query whatever their number."""
+        found: dict[str, list[ArtifactRow]] = {job_id: [] for job_id in job_ids}
+        among, params = self._db.among(list(found))
+        cursor = self._db.execute(f"SELECT * FROM artifacts WHERE job_id {among} ORDER BY id", params)
+        for r in cursor.fetchall():
+            found[r["job_id"]].append(ArtifactRow(r["id"], r["job_id"], r["attempt"], r["name"], r["kind"], r["location"],
+                                                  r["source"], r["rows"], json.loads(r["data_json"]) if r["data_json"] else {},
+                                                  r["created_at"]))
+        return found
 
     # ------------------------------------------------------------------ metrics history
 
@@ -928,22 +979,23 @@ class Store:
         where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
         cursor = self._db.execute("SELECT attempt, series, step, ts, value FROM metrics WHERE job_id = ?" + where +
                                   " ORDER BY series, attempt, step, ts", (job_id, *series))
-        if not self.shared:
-            cursor.row_factory = None  # plain tuples: a dashboard reads a hundred thousand of them
-        return [tuple(row) for row in cursor.fetchall()] if self.shared else cursor.fetchall()
+        _plain_rows(cursor)  # plain tuples: a dashboard reads a hundred thousand of them
+        return cursor.fetchall()
 
     def metrics_of(self, job_ids: list[str], *, series: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
-        """:meth:`metrics` of many jobs (job id -> its points), one query per 500 jobs."""
+        """:meth:`metrics` of many jobs (job id -> its points), one query whatever their number."""
         found: dict[str, list[tuple]] = {}
-        unique = list(dict.fromkeys(job_ids))
+        among, params = self._db.among(list(dict.fromkeys(job_ids)))
         where = f" AND series IN ({','.join('?' * len(series))})" if series else ""
-        for start in range(0, len(unique), 500):  # SQLite's host-parameter limit
-            chunk = unique[start:start + 500]
-            rows = self._db.execute(f"SELECT job_id, attempt, series, step, ts, value FROM metrics WHERE job_id IN"
-                                    f" ({','.join('?' * len(chunk))}){where} ORDER BY series, attempt, step, ts",
-                                    (*chunk, *series))
-            for job_id, *point in rows:
-                found.setdefault(job_id, []).append(tuple(point))
+        # In the index's order (job first): no sort of every point, and each job's points come together.
+        cursor = self._db.execute(f"SELECT job_id, attempt, series, step, ts, value FROM metrics WHERE job_id {among}{where}"
+                                  " ORDER BY job_id, series, attempt, step, ts", (*params, *series))
+        _plain_rows(cursor)
+        from itertools import groupby
+        from operator import itemgetter
+
+        for job_id, points in groupby(cursor.fetchall(), itemgetter(0)):
+            found[job_id] = [point[1:] for point in points]
         return found
 
     def has_metrics(self, job_id: str, source: str, *, besides: str = "") -> bool:

@@ -87,6 +87,13 @@ def _row_class(names: tuple[str, ...]) -> type:
     return Row
 
 
+def plain_rows(cursor) -> None:
+    """Have *cursor* give plain tuples (see ``runjob_core.store._make_all``)."""
+    from psycopg.rows import tuple_row
+
+    cursor.row_factory = tuple_row
+
+
 def _row_factory(cursor):
     if cursor.description is None:
         return tuple
@@ -99,6 +106,8 @@ def _row_factory(cursor):
 class Connection:
     """One PostgreSQL connection (autocommit; transactions are opened by ``BEGIN IMMEDIATE``)."""
 
+    dialect = "postgresql"
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.where = display_url(url)
@@ -106,6 +115,8 @@ class Connection:
         self._conn = None
         self._lock_key = 0
         self.total_changes = 0
+        #: Whether the state has the change counter of :func:`add_change_counter` (asked once).
+        self._counted: bool | None = None
         self._connect()
 
     # -------------------------------------------------------------- connecting, faults
@@ -241,15 +252,50 @@ class Connection:
             "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
             " AND table_name = ? ORDER BY ordinal_position", (table,))]
 
+    def among(self, values: list) -> tuple[str, tuple]:
+        """``IN (...)`` of *values* as parameters (see the SQLite one's in
+        :mod:`runjob_core.store.faults`): texts as one joined string split by the server (psycopg
+        adapts a list of 10,000 strings as an array in ~15 ms, and parses a statement of 500
+        placeholders in ~2 ms, uncached), anything else (a number, an empty text, a line break) as one array."""
+        if all(isinstance(value, str) and value and "\n" not in value for value in values):
+            return "IN (SELECT unnest(string_to_array(?, ?)))", ("\n".join(values), "\n")
+        return "= ANY(?)", (list(values),)
+
     def data_version(self) -> Any:
         """Moves whenever a job or an attempt of this state was inserted, changed or deleted (by
-        anyone): the count of rows and the newest row version (``xmin``, the writing transaction)
-        of the two tables the monitor's caches read. One statement over the two tables (~0.3 ms at
-        2,000 jobs); the server's WAL position would move with every write of every database on it,
-        and the caches would never hold."""
+        anyone): the counter those changes move in their own transaction (schema 7,
+        :func:`add_change_counter`), one row read by its key (~0.2 ms, one round trip). A state
+        whose counter is missing (a newer runjob's, compatible, that dropped it) falls back to the
+        count of rows and the newest row version (``xmin``) of the two tables: exact too, but a
+        scan of both (~1.5 ms at 2,000 jobs). The server's WAL position would move with every write
+        of every database on it, and the caches would never hold."""
+        if self._counted is None:
+            self._counted = self.has_table("runjob_changes")
+        if self._counted:
+            return self.execute("SELECT n FROM runjob_changes WHERE id = 1").fetchone()[0]
         return self.execute(
             "SELECT (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM attempts) || '/' ||"
             " (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM jobs)").fetchone()[0]
+
+
+def add_change_counter(db: Connection) -> None:
+    """The change counter of jobs and attempts (schema 7): a one-row table, and a trigger on each
+    table that adds one to it *before* each statement that inserts, updates or deletes there, in
+    that statement's transaction. So the counter moves exactly when such a change commits
+    (MVCC: a reader sees both or neither), and every writer of those tables takes the counter's
+    row lock first, then its rows: writers of jobs and attempts queue one after the other (as on
+    SQLite, where a write locks the whole database) and never deadlock on each other's rows. The
+    function names its table with the schema (a session of another search_path may write)."""
+    schema = db.execute("SELECT current_schema()").fetchone()[0]
+    quoted = '"' + schema.replace('"', '""') + '"'
+    db.execute("CREATE TABLE IF NOT EXISTS runjob_changes(id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
+    db.execute("INSERT INTO runjob_changes(id, n) VALUES (1, 0) ON CONFLICT (id) DO NOTHING")
+    db.execute(f"CREATE OR REPLACE FUNCTION runjob_changed() RETURNS trigger LANGUAGE plpgsql AS $body$"
+               f" BEGIN UPDATE {quoted}.runjob_changes SET n = n + 1 WHERE id = 1; RETURN NULL; END $body$")
+    for table in ("jobs", "attempts"):
+        db.execute(f"DROP TRIGGER IF EXISTS runjob_{table}_changed ON {table}")
+        db.execute(f"CREATE TRIGGER runjob_{table}_changed BEFORE INSERT OR UPDATE OR DELETE ON {table}"
+                   " FOR EACH STATEMENT EXECUTE FUNCTION runjob_changed()")
 
 
 def _first_line(text: str) -> str:

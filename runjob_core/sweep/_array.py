@@ -60,14 +60,17 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
         attempt = lifecycle.new_attempt(context, job, cluster, job_id=job_id, n=attempt_row.n)
         rendered = lifecycle.render(context, job, attempt, cluster)
         store.set_job(job_id, script=rendered.script)
-        code = staging.stage(transport, attempt.layout, job, rendered, record=staging.job_record(job_row, context.state_dir))
-        if code is not None:
-            lifecycle._record_code(context, job_id, attempt.n, code)
         if estimates and index in estimates:
             lifecycle.record_estimates(store, job_row, estimates[index])
         prepared.append((job_row, job, attempt, rendered))
     if not prepared:
         return
+    # Every element's folder in one remote command (a 1,000-element array: one, not 1,000).
+    codes = staging.stage_many(transport, [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
+                                           for job_row, job, attempt, rendered in prepared])
+    for (job_row, _job, attempt, _rendered), code in zip(prepared, codes):
+        if code is not None:
+            lifecycle._record_code(context, job_row.id, attempt.n, code)
     submissions = _ask(context, cluster, transport, prepared, limit, row.name) if len(prepared) > 1 else None
     if submissions is None:  # one element, or the backend makes no array of these: each alone
         for job_row, job, attempt, _rendered in prepared:
@@ -85,6 +88,10 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
 def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str):
     """``runjob_submit_array`` once for all of *prepared*; their submissions in order, or None."""
     first = prepared[0][0]
+    from runjob_core.transport.held import HeldTree, hold_tree
+
+    # Held: the files the backend writes go with its submit command, in one round trip.
+    transport = hold_tree(transport)
     kwargs = {"jobs": [p[1] for p in prepared], "attempts": [p[2] for p in prepared],
               "rendereds": [p[3] for p in prepared], "name": name, "cluster": cluster, "transport": transport,
               "max_parallel": limit, "context": context}
@@ -104,6 +111,8 @@ def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, na
                 context.event(job_row.id, "rejected" if isinstance(exc, BackendError) else "submit_failed", str(exc),
                               attempt=attempt.n)
         raise
+    if isinstance(transport, HeldTree):
+        transport.flush()  # a backend that ran no command: what it wrote is in place all the same
     if submissions is not None and len(submissions) != len(prepared):
         raise BackendError(f"backend {cluster.type!r} answered runjob_submit_array with {len(submissions)} submissions "
                            f"for {len(prepared)} jobs")

@@ -5,6 +5,9 @@ environment or in the test cluster's ``cluster.env``)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -47,23 +50,27 @@ class State:
             store.close()
 
 
-@pytest.fixture
-def pg_url(monkeypatch):
-    """A PostgreSQL URL whose search_path is a fresh schema of its own (dropped afterwards); the
-    test is skipped where no test server is configured."""
+@contextlib.contextmanager
+def pg_schema(prefix: str = "t_") -> Iterator[str]:
+    """A PostgreSQL URL of the test server whose search_path is a fresh schema of its own
+    (dropped on leaving): the one setup of the tests' ``pg_url`` and of ``bench/bench_team.py``.
+    Sets ``PGPASSFILE`` (the test server's passfile) and takes ``PGPASSWORD`` away, in this
+    process's environment: libpq reads them at each connection. Raises LookupError where no
+    test server is configured."""
+    import os
     import secrets
     from urllib.parse import quote
 
     settings = pg_settings()
     if settings is None:
-        pytest.skip("no PostgreSQL test server (RUNJOB_TEST_PG_URL; scripts/test-cluster.sh up)")
+        raise LookupError("no PostgreSQL test server (RUNJOB_TEST_PG_URL; scripts/test-cluster.sh up)")
     import psycopg  # the test extra installs it
 
-    monkeypatch.delenv("PGPASSWORD", raising=False)
+    os.environ.pop("PGPASSWORD", None)
     if settings.get("RUNJOB_TEST_PGPASSFILE"):
-        monkeypatch.setenv("PGPASSFILE", settings["RUNJOB_TEST_PGPASSFILE"])
+        os.environ["PGPASSFILE"] = settings["RUNJOB_TEST_PGPASSFILE"]
     base = settings["RUNJOB_TEST_PG_URL"]
-    schema = "t_" + secrets.token_hex(6)
+    schema = prefix + secrets.token_hex(6)
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(f"CREATE SCHEMA {schema}")
     try:
@@ -71,6 +78,21 @@ def pg_url(monkeypatch):
     finally:
         with psycopg.connect(base, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_url(monkeypatch):
+    """A PostgreSQL URL whose search_path is a fresh schema of its own (dropped afterwards); the
+    test is skipped where no test server is configured."""
+    settings = pg_settings()
+    if settings is None:
+        pytest.skip("no PostgreSQL test server (RUNJOB_TEST_PG_URL; scripts/test-cluster.sh up)")
+    # Set through monkeypatch first, so the test's environment is given back afterwards.
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    if settings.get("RUNJOB_TEST_PGPASSFILE"):
+        monkeypatch.setenv("PGPASSFILE", settings["RUNJOB_TEST_PGPASSFILE"])
+    with pg_schema() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -14,6 +14,7 @@ job again by its tag instead.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import logging
 import os
@@ -369,6 +370,8 @@ def _exec(channel: Any, command: str, input: str | None, timeout: float | None, 
     return Completed(argv, status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
+#: Files at least this large whose bytes are already in the tar stream go as hard links.
+_LINK_AT_LEAST = 1024
 #: The last line of a combined command's stderr when its files were not written.
 _TREE_FAILED = "runjob:job-files-not-written"
 
@@ -377,11 +380,24 @@ def _tree_command(root: str, files: dict[str, tuple[str, int]], also_make: Seque
     """The shell command that creates *root* and *also_make* and unpacks a tar stream of
     *files* into *root*, and that stream (base64, its stdin)."""
     buffer = io.BytesIO()
+    now = int(time.time())
+    first_of: dict[tuple[bytes, int], str] = {}  # (digest, mode) -> the first file with those bytes
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for rel, (text, mode) in sorted(files.items()):
             data = text.encode()
             info = tarfile.TarInfo(rel)
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            info.mode, info.mtime = mode, now
+            key = (hashlib.sha1(data).digest(), mode) if len(data) >= _LINK_AT_LEAST else None
+            if key in first_of:
+                # The same bytes again (each of a sweep's folders gets the same job-side library):
+                # a hard link to the first copy. tar replaces a file it extracts over (unlinking it
+                # first), so a later write to one folder never reaches the others.
+                info.type, info.linkname = tarfile.LNKTYPE, first_of[key]
+                archive.addfile(info)
+                continue
+            if key is not None:
+                first_of[key] = rel
+            info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     folders = " ".join(shlex.quote(f) for f in (root, *also_make))
     command = f"mkdir -p {folders} && base64 -d | tar -x -m -C {shlex.quote(root)} -f -"

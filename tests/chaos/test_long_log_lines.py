@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from runjob_core import monitor
+from runjob_core.monitor import observe
 from runjob_core.testing import run_cli
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -29,4 +29,4 @@ def test_an_oom_after_a_line_longer_than_the_window_is_seen(runjob_home, program
     report = json.loads(run_cli("report", "long", "--json", cwd=runjob_home).stdout)
     assert report["job"]["state"] != "COMPLETED", report["job"]
     assert any("oom" in a["label"].lower() for a in report["anomalies"]), report["anomalies"]
-    assert monitor.MAX_WINDOW_BYTES < 9 << 20  # the lines above are longer than one window
+    assert observe.MAX_WINDOW_BYTES < 9 << 20  # the lines above are longer than one window

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runjob_core.estimator import estimate, gpus, rates, timing
+from runjob_core.estimator import decoding, estimate, gpus, rates, timing
 from runjob_core.estimator.eta import eta_of
 from runjob_core.estimator.gpu_peaks import PEAKS, peaks_for
 from runjob_core.estimator.time_preflight import time_object
@@ -75,16 +75,21 @@ def test_inference_bounds_by_engine():
 
 def test_decode_bandwidth_is_capped_by_the_sms():
     # the H100 SXM reaches the prior share of its HBM: the per-SM figure is derived from it
-    assert timing.decode_bandwidth(peaks_for("H100-80GB"))[0] == pytest.approx(0.75 * 3350e9)
-    assert timing.decode_bandwidth(peaks_for("A100-80GB"))[0] == pytest.approx(0.75 * 2039e9)  # SMs to spare
-    h20, why = timing.decode_bandwidth(peaks_for("H20"))
+    assert decoding.decode_bandwidth(peaks_for("H100-80GB"))[0] == pytest.approx(0.75 * 3350e9)
+    assert decoding.decode_bandwidth(peaks_for("A100-80GB"))[0] == pytest.approx(0.75 * 2039e9)  # SMs to spare
+    h20, why = decoding.decode_bandwidth(peaks_for("H20"))
     assert h20 == pytest.approx(78 * 0.75 * 3350e9 / 132) and "78 SMs" in why  # 1.5 TB/s of its 4.0
-    assert timing.decode_bandwidth(peaks_for("H200"))[0] == pytest.approx(0.75 * 3350e9)  # the H100's 132 SMs
+    assert decoding.decode_bandwidth(peaks_for("H200"))[0] == pytest.approx(0.75 * 3350e9)  # the H100's 132 SMs
     work = {"input_tokens": 1.0, "output_tokens": 2048.0, "rows": 1, "tokens": 2048.0}
     h100 = rate("Qwen3-32B", "inference", "H100", engine="sglang", max_model_len=4096, work=work)
     on_h20 = rate("Qwen3-32B", "inference", "H20", engine="sglang", max_model_len=4096, work=work)
-    # 4.0 TB/s against 3.35, yet slower: the H20 has 78 SMs to the H100's 132
-    assert on_h20["tokens_per_s"] == pytest.approx(h100["tokens_per_s"] * 78 / 132, rel=0.03)
+    # 4.0 TB/s against 3.35, yet slower: the H20 has 78 SMs to the H100's 132 (the kernels' fixed cost is the same)
+    from runjob_core.estimator.arch import arch_from_config
+    from runjob_core.estimator.resolve import resolve_model
+
+    fixed = decoding.graph_kernels(arch_from_config(resolve_model("Qwen3-32B").config)) * decoding.GRAPH_KERNEL_S
+    weights_h100 = 1 / h100["tokens_per_s"] - fixed
+    assert 1 / on_h20["tokens_per_s"] == pytest.approx(weights_h100 * 132 / 78 + fixed, rel=0.03)
     assert any("78 SMs" in a for a in on_h20["assumptions"])
 
 
@@ -93,10 +98,11 @@ def test_tensor_parallel_all_reduces_are_gpu_time_sglang_cannot_hide():
     est = estimate("Qwen2.5-72B", "inference", "H100", engine="sglang", num_gpus=8, tp=8, max_model_len=4096,
                    suggest=False)
     tp8 = time_object(est, "Qwen2.5-72B", work=work)
-    weights_s = est.weights_gib * (1 << 30) / timing.decode_bandwidth(peaks_for("H100"))[0]
-    # one weight read per GPU and 2 x 80 all-reduces, one after the other (the CPU step, hidden, is shorter)
-    assert weights_s + 160 * timing.TP_ALLREDUCE_S > timing.ENGINE_STEP_S
-    assert 1 / tp8["tokens_per_s"] == pytest.approx(weights_s + 160 * timing.TP_ALLREDUCE_S, rel=0.02)
+    weights_s = est.weights_gib * (1 << 30) / decoding.decode_bandwidth(peaks_for("H100"))[0]
+    kernels_s = 80 * 12 * decoding.GRAPH_KERNEL_S  # Qwen2.5: 12 graph kernels per dense layer, no q/k norm
+    # one weight read per GPU, its kernels and 2 x 80 all-reduces, one after the other (the CPU step, hidden, is shorter)
+    assert weights_s + kernels_s + 160 * decoding.TP_ALLREDUCE_S > decoding.ENGINE_STEP_S
+    assert 1 / tp8["tokens_per_s"] == pytest.approx(weights_s + kernels_s + 160 * decoding.TP_ALLREDUCE_S, rel=0.02)
     assert any("tp all-reduces included" in a for a in tp8["assumptions"])
 
 
@@ -105,16 +111,16 @@ def test_transformers_moe_loops_over_every_expert_before_4_53():
     from runjob_core.estimator.resolve import resolve_model
 
     arch = arch_from_config(resolve_model("Qwen3-30B-A3B").config)
-    assert timing.hf_loops_all_experts(arch, "4.51.3") and timing.hf_loops_all_experts(arch, "4.52.4")
-    assert not timing.hf_loops_all_experts(arch, "4.53.0") and not timing.hf_loops_all_experts(arch, None)
-    assert not timing.hf_loops_all_experts(arch_from_config(resolve_model("Qwen3-8B").config), "4.40")
+    assert decoding.hf_loops_all_experts(arch, "4.51.3") and decoding.hf_loops_all_experts(arch, "4.52.4")
+    assert not decoding.hf_loops_all_experts(arch, "4.53.0") and not decoding.hf_loops_all_experts(arch, None)
+    assert not decoding.hf_loops_all_experts(arch_from_config(resolve_model("Qwen3-8B").config), "4.40")
     # batch 1, top-8 of 128 experts: 8 routed, 120 looped over on empty tensors
-    assert timing.experts_routed(arch, 1) == pytest.approx(8.0)
-    per_layer_old = timing.hf_moe_loop_s(arch, 1, True) / arch.n_moe_layers
-    per_layer_new = timing.hf_moe_loop_s(arch, 1, False) / arch.n_moe_layers
-    assert per_layer_old == pytest.approx(timing.EXPERT_LOOP_OPS * (8 * timing.EAGER_LAYER_S / 72
-                                                                    + 120 * timing.EAGER_EMPTY_OP_S))
-    assert per_layer_new == pytest.approx(timing.EXPERT_LOOP_OPS * 8 * timing.EAGER_LAYER_S / 72)
+    assert decoding.experts_routed(arch, 1) == pytest.approx(8.0)
+    per_layer_old = decoding.hf_moe_loop_s(arch, 1, True) / arch.n_moe_layers
+    per_layer_new = decoding.hf_moe_loop_s(arch, 1, False) / arch.n_moe_layers
+    assert per_layer_old == pytest.approx(decoding.EXPERT_LOOP_OPS * (8 * timing.EAGER_LAYER_S / 72
+                                                                    + 120 * decoding.EAGER_EMPTY_OP_S))
+    assert per_layer_new == pytest.approx(decoding.EXPERT_LOOP_OPS * 8 * timing.EAGER_LAYER_S / 72)
     work = {"input_tokens": 1.0, "output_tokens": 256.0, "rows": 1, "tokens": 256.0}
     est = estimate("Qwen3-30B-A3B", "inference", "H100", engine="hf", concurrency=1, max_model_len=512, suggest=False)
     old = time_object(est, "Qwen3-30B-A3B", work=work, transformers_version="4.51.3")
@@ -143,10 +149,33 @@ def test_vllm_adds_its_step_overhead_and_sglang_hides_it():
     vllm = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="vllm", max_model_len=4096, work=work)
     sglang = rate("Qwen2.5-7B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
     # V0 vLLM schedules between forward passes: weights read + CPU step; SGLang overlaps the two
-    assert vllm["tokens_per_s"] == pytest.approx(1 / (1 / sglang["tokens_per_s"] + timing.ENGINE_STEP_S), rel=0.02)
+    assert vllm["tokens_per_s"] == pytest.approx(1 / (1 / sglang["tokens_per_s"] + decoding.ENGINE_STEP_S), rel=0.02)
     assert any("between forward passes: added" in a for a in vllm["assumptions"])
     tiny = rate("Qwen2.5-0.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
-    assert tiny["bound"] == "overhead" and tiny["tokens_per_s"] == pytest.approx(1 / timing.ENGINE_STEP_S, rel=0.05)
+    # 0.65 ms of weights + 24 x 12 graph kernels: longer than the CPU step SGLang hides behind it
+    assert tiny["bound"] == "memory" and 1 / tiny["tokens_per_s"] > decoding.ENGINE_STEP_S
+    on_l40s = rate("Qwen2.5-0.5B", "inference", "L40S", engine="sglang", max_model_len=4096, work=work)
+    assert on_l40s["tokens_per_s"] < tiny["tokens_per_s"]
+
+
+def test_a_cuda_graph_step_pays_a_fixed_cost_per_kernel():
+    from runjob_core.estimator.arch import arch_from_config
+    from runjob_core.estimator.resolve import resolve_model
+
+    def arch(name):
+        return arch_from_config(resolve_model(name).config)
+
+    assert decoding.graph_kernels(arch("Qwen2.5-7B")) == 28 * 12
+    assert decoding.graph_kernels(arch("Qwen3-8B")) == 36 * 14  # q/k RMSNorm
+    assert decoding.graph_kernels(arch("Qwen3-30B-A3B")) == 48 * (14 + 4)  # the MoE MLP's routing kernels
+    work = {"input_tokens": 1.0, "output_tokens": 2048.0, "rows": 1, "tokens": 2048.0}
+    small = rate("Qwen2.5-1.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, work=work)
+    est = estimate("Qwen2.5-1.5B", "inference", "A100-80GB", engine="sglang", max_model_len=4096, suggest=False)
+    weights_s = est.weights_gib * (1 << 30) / decoding.decode_bandwidth(peaks_for("A100-80GB"))[0]
+    # 28 layers x 12 kernels x 4 us = 1.3 ms on a 2.2 ms weight read: small models pay it most
+    assert 1 / small["tokens_per_s"] == pytest.approx(weights_s + 28 * 12 * decoding.GRAPH_KERNEL_S, rel=0.02)
+    hf = rate("Qwen2.5-1.5B", "inference", "A100-80GB", engine="hf", concurrency=1, max_model_len=4096, work=work)
+    assert hf["bound"] == "overhead"  # eager generate: the CPU launches are the step, not the graph
 
 
 def test_a_continuous_batch_pays_the_longest_row_once_at_the_end():
@@ -244,13 +273,13 @@ def test_no_eta_without_progress_or_total():
 
 
 def test_tuning_set_is_kept_within_the_goal():
-    """Training and vLLM within the goal. The project's H200 VM ran transformers generate ~2x slower than
+    """Training, vLLM and SGLang within the goal. The project's H200 VM ran transformers generate ~2x slower than
     the bare-metal per-op prior (its vCPUs): those five cases are kept, and kept from drifting further."""
     rows = time_eval.score(time_eval.load("tuning"))
     vm = [r for r in rows if r["engine"] == "hf" and r["group"] == "inference"]
     rest = [r for r in rows if r not in vm]
     summary = time_eval.summary(rest)
-    assert len(rest) >= 20 and summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
+    assert len(rest) >= 36 and summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
     assert len(vm) == 5 and all(1.0 < r["ratio"] < 2.5 for r in vm), time_eval.table(rows)
 
 
@@ -261,13 +290,25 @@ def test_held_out_training_is_within_2x():
     assert len(training) >= 13 and time_eval.summary(training)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
-@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 69 cases, 67% within "
-                   "1.5x, 93% within 2x after round 5 (52% / 77% before it). Training 13/13 within 2x, 10/13 within "
-                   "1.5x (HF on the H200 0.60-0.63); transformers generate on the H20 14/14 within 2x but 6/14 within "
-                   "1.5x (the host's eager CPU cost, 0.54-0.63); SGLang batch 1 on the H20 10/16 within 1.5x, 14/16 "
-                   "within 2x (small and MoE models 1.3-2.4x too fast); vLLM 8/14 within 1.5x: TP 8 and batched V0 "
-                   "runs up to 2.3x too fast (vllm#16300), one ShareGPT wave 3.0x (its longest request is not "
-                   "printed), 405B FP8 3.6x (reported as poor). Constants are not refitted to held-out cases")
+def test_held_out_is_within_2x_on_95_percent():
+    """The issue's 2x goal, met since round 6 (56 of 58; the two outside are throughput reports: vllm#8244's
+    405B FP8 run its reporter calls poor, 2.99x, and vllm#12315's one ShareGPT wave whose longest request is not
+    printed, 3.04x)."""
+    rows = time_eval.score(time_eval.load("heldout"))
+    assert time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
+
+
+@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 58 cases after round 6, "
+                   "40 (69%) within 1.5x, 56 (97%) within 2x (the round-5 model on the same 58: 39 / 55). Outside "
+                   "1.5x: transformers generate on the Qwen3 H20 host (8 cases, 0.54-0.63: that host's CPU runs eager "
+                   "layers ~1.8x faster than the 1 ms prior; no spec field says so, the calibration from the user's own "
+                   "runs does); HF/PyTorch training on the H200 (3, 0.60-0.63: the 0.8 Hopper factor for eager "
+                   "frameworks, no non-held-out Hopper run sizes it); fms-fsdp 70B on 128 A100s (0.64: ~69% of peak "
+                   "with recompute, above the FSDP prior); torchtitan on Grand Teton's 500 W H100 96GB "
+                   "(8 and 128 GPUs bf16, 1.56 and 1.61: a slower card than the SXM row the model uses); vLLM V0 "
+                   "batched TP rows of vllm#16300 (TP 8 b16 1.86, TP 2 b128 1.90: V0's per-sequence CPU work, no "
+                   "tuning case sizes it); the two throughput reports (2.99, 3.04). Constants are not refitted to "
+                   "held-out cases")
 def test_held_out_meets_the_issue_goal():
     summary = time_eval.summary(time_eval.score(time_eval.load("heldout")))
     assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95
@@ -277,3 +318,24 @@ def test_held_out_cases_cite_their_source():
     for case in time_eval.load("heldout") + time_eval.load("tuning"):
         assert case["url"].startswith("http") or case["url"] == "measured on an H200 in this project", case["id"]
         assert case["quote"] and case["measured"] > 0
+
+
+def test_sharded_gradients_are_reduce_scattered():
+    from runjob_core.estimator.arch import arch_from_config
+    from runjob_core.estimator.resolve import resolve_model
+
+    arch = arch_from_config(resolve_model("Llama-3.2-1B").config)
+    peaks = peaks_for("RTX-4090")  # PCIe: communication-bound
+    kw = dict(kind="full_ft", seq_len=512, micro_batch=1, framework="fsdp")
+    est = estimate("Llama-3.2-1B", "full_ft", "RTX-4090", num_gpus=4, seq_len=512, batch=1, suggest=False)
+    zero1 = timing.training_rate(est, arch, peaks, zero_stage=1, **kw)
+    zero2 = timing.training_rate(est, arch, peaks, zero_stage=2, **kw)
+    zero3 = timing.training_rate(est, arch, peaks, zero_stage=3, **kw)
+    grads_s = 0.75 * est.params_trainable * 2.0 / (32.0 * timing.LINK_EFFICIENCY * 1e9)  # (n-1)/n of bf16 grads
+    # ZeRO-1 all-reduces the gradients (2x on the bus), ZeRO-2 reduce-scatters them (1x); same optimizer shards
+    assert zero1.bound == "communication"
+    assert zero1.seconds_per_step - zero2.seconds_per_step == pytest.approx(grads_s, rel=0.01)
+    # ZeRO-3 adds the two parameter gathers (2 x 2 bytes x (n-1)/n) and hides them behind forward as well
+    gathers_s = 2 * 0.75 * est.params_total * 2.0 / (32.0 * timing.LINK_EFFICIENCY * 1e9)
+    extra = zero3.seconds_per_step - zero2.seconds_per_step
+    assert gathers_s * 0.8 < extra < gathers_s and any("s/step not hidden" in a for a in zero3.assumptions)

@@ -6,6 +6,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from runjob_core.store import Store
 from runjob_core.testing import wait_until
 
@@ -17,11 +19,37 @@ def fetch(url: str) -> str:
         return response.read().decode()
 
 
+def _start(runjob_home, env: dict | None = None) -> subprocess.Popen:
+    """`runjob dashboard --serve` on a free port; faulthandler on, so a hang can be shown."""
+    import os
+
+    return subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {}), "PYTHONFAULTHANDLER": "1"})
+
+
+def _stop(proc: subprocess.Popen) -> tuple[int, str]:
+    """Ctrl-C, as a terminal sends it: (exit code, stderr). A server that does not stop fails
+    the test with its signal masks and every thread's stack (three tests of one xdist worker
+    timed out here on full runs, never alone)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        _out, err = proc.communicate(timeout=60)
+        return proc.returncode, err
+    except subprocess.TimeoutExpired:
+        masks = [line for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                 if line.startswith(("SigBlk", "SigIgn", "SigCgt", "SigPnd", "ShdPnd", "State"))]
+        threads = sorted(p.name for p in Path(f"/proc/{proc.pid}/task").iterdir())
+        proc.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        _out, err = proc.communicate(timeout=60)
+        pytest.fail(f"the dashboard server did not stop on SIGINT within 60 s; {masks}; threads {threads}; "
+                    f"stderr: {err}")
+
+
 def test_serve_rebuilds_when_a_job_is_added(runjob_home):
     store = Store(runjob_home / ".runjob" / "state.db")
     store.create_job(name="first-job", cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
-    proc = subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start(runjob_home)
     try:
         url = None
         for line in proc.stderr:
@@ -34,8 +62,7 @@ def test_serve_rebuilds_when_a_job_is_added(runjob_home):
         wait_until(lambda: "second-job" in fetch(url), timeout=30, what="the served dashboard to show the new job")
         assert '<meta http-equiv="refresh"' in fetch(url)  # the open page follows the rebuilds
     finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        assert _stop(proc)[0] == 0
         store.close()
     assert (runjob_home / ".runjob" / "dashboard" / "index.html").exists()
 
@@ -80,9 +107,7 @@ def test_a_token_is_asked_of_every_request_and_given_once(runjob_home):
 
     token = secrets.token_urlsafe()
     Store(runjob_home / ".runjob" / "state.db").close()
-    proc = subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
-                            stderr=subprocess.PIPE, text=True, env={**__import__("os").environ,
-                                                                   "RUNJOB_DASHBOARD_TOKEN": token})
+    proc = _start(runjob_home, {"RUNJOB_DASHBOARD_TOKEN": token})
     try:
         url = _serving(proc)
         assert url.startswith("http://127.0.0.1:")
@@ -94,9 +119,8 @@ def test_a_token_is_asked_of_every_request_and_given_once(runjob_home):
         assert _status(url, {"Cookie": cookie})[0] == 200
         assert _status(url, {"Authorization": f"Bearer {token}"})[0] == 200
     finally:
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and token not in err
+        code, err = _stop(proc)
+    assert code == 0 and token not in err
 
 
 def test_a_shared_state_dashboard_shows_every_members_jobs_and_rebuilds(pg_url, runjob_home, monkeypatch):
@@ -106,8 +130,7 @@ def test_a_shared_state_dashboard_shows_every_members_jobs_and_rebuilds(pg_url, 
     monkeypatch.setenv("RUNJOB_USER", "bob")
     bob = Store(pg_url)
     bob.create_job(name="bobs-job", cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None)
-    proc = subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "RUNJOB_USER": "alice"})
+    proc = _start(runjob_home, {"RUNJOB_USER": "alice"})
     try:
         url = _serving(proc)
         assert "bobs-job" in fetch(url)
@@ -115,6 +138,5 @@ def test_a_shared_state_dashboard_shows_every_members_jobs_and_rebuilds(pg_url, 
                        spec_path=None)
         wait_until(lambda: "bobs-second" in fetch(url), timeout=60, what="the served dashboard to show bob's new job")
     finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 0
+        assert _stop(proc)[0] == 0
         bob.close()

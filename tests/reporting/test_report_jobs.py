@@ -187,7 +187,7 @@ def test_dashboard_in_a_real_browser(sweep, tmp_path):
         browser.get(index.as_uri())
         names = [e.text.splitlines()[0] for e in browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr td:first-child")]
         assert sorted(names) == ["boom", "hello canary GO", "logonly", "train"]
-        attempts_header = browser.find_elements(By.CSS_SELECTOR, "#jobs thead th")[3]
+        [attempts_header] = [th for th in browser.find_elements(By.CSS_SELECTOR, "#jobs thead th") if th.text == "attempts"]
         attempts_header.click()
         attempts_header.click()  # descending: the resumed job first
         first = browser.find_element(By.CSS_SELECTOR, "#jobs tbody tr")

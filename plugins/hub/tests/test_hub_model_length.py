@@ -47,7 +47,7 @@ def test_reads_the_hub_then_the_cache(ctx, endpoint):
     checks, (estimate,) = preflight(ctx, name="Qwen/Qwen2.5-7B", max_tokens=2048)
     assert checks.refused and RULE in checks.problems[0] and "below the 131072 tokens" in checks.problems[0]
     assert estimate.data["where"] == f"Qwen/Qwen2.5-7B/config.json in the Hub ({endpoint})"
-    ctx.scratchpad("model-length").clear()  # a new invocation: the file now comes from the HF cache
+    ctx.core_memory.model_lengths.clear()  # a new invocation: the file now comes from the HF cache
     _, (again,) = preflight(ctx, name="Qwen/Qwen2.5-7B")
     assert again.data["where"] == "Qwen/Qwen2.5-7B/config.json in the Hugging Face cache" and again.fits is None
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
+import pytest
 
 from runjob_core import lifecycle
+from runjob_core.errors import ConfigError
 from runjob_core.testing import write_clusters_yaml
 from runjob_runpod import _checks
 from runjob_runpod.testing import cluster_config
@@ -48,8 +50,20 @@ def test_unknown_gpu_types_are_named(runjob_home, fake_runpod, pod_key):
     assert not rows["GPU types"].ok and rows["GPU types"].detail == "not in the catalog: NVIDIA H101"
 
 
-def test_bad_settings_are_one_row(runjob_home, fake_runpod, pod_key):
-    rows = _rows(runjob_home, cluster_config(fake_runpod, pod_key, cloud="ANY"))
+def test_bad_settings_are_refused_with_the_file_and_are_one_row_for_a_cluster_built_in_code(runjob_home, fake_runpod,
+                                                                                         pod_key):
+    bad = cluster_config(fake_runpod, pod_key, cloud="ANY")
+    # In clusters.yaml: the core runs the declared rules when it loads the file (one line, key path).
+    with pytest.raises(ConfigError) as caught:
+        _context(runjob_home, bad)
+    assert caught.value.problems == [f"cloud must be SECURE, COMMUNITY or any, not 'ANY' at $.clusters.pods.cloud in "
+                                     f"{runjob_home / '.runjob' / 'clusters.yaml'}"]
+    # Built in code (never loaded from a file): the check's one row says it.
+    good = _context(runjob_home, cluster_config(fake_runpod, pod_key))
+    try:
+        rows = {r.check: r for r in _checks.check_cluster(attrs.evolve(bad, source="code"), good)}
+    finally:
+        good.close()
     assert list(rows) == ["settings"] and "cloud must be SECURE, COMMUNITY or any" in rows["settings"].detail
 
 

@@ -96,11 +96,11 @@ def test_the_loader_validates_the_flat_keys_with_did_you_mean(tmp_path):
     assert str(caught.value) == f"unknown key 'gpu_typs' at $.clusters.pods in {path} (backend 'runpod'); did you mean 'gpu_types'?"
 
 
-def test_cross_field_rules_of_a_loaded_cluster_name_the_file(tmp_path):
-    path, cluster = _load(tmp_path, "clusters:\n  pods:\n    type: runpod\n    scratch_path: workspace\n"
-                                    "    gpu_types: [a]\n    volume_gb: 5\n")
+def test_cross_field_rules_run_when_the_file_is_loaded_and_name_it(tmp_path):
+    path = tmp_path / "clusters.yaml"
     with pytest.raises(ConfigError) as caught:
-        _settings.for_cluster(cluster)
+        _load(tmp_path, "clusters:\n  pods:\n    type: runpod\n    scratch_path: workspace\n"
+                        "    gpu_types: [a]\n    volume_gb: 5\n")
     assert caught.value.problems == [
         f"volume_gb must be at least 10 (RunPod's minimum), not 5 at $.clusters.pods.volume_gb in {path}",
         f"scratch_path on a pod must be absolute (e.g. /workspace), not 'workspace' at $.clusters.pods.scratch_path in {path}",

@@ -71,7 +71,8 @@ def test_gpu_job_gets_typed_gres_and_a_device(ctx):
 
 
 def test_generic_gres_format(ctx, cluster):
-    ctx.clusters["under-test"] = attrs.evolve(ctx.clusters["under-test"], gres_format="generic")
+    under_test = ctx.clusters["under-test"]
+    ctx.clusters["under-test"] = attrs.evolve(under_test, options=attrs.evolve(under_test.options, gres_format="generic"))
     job = spec("gpu-generic", "true", resources={"partition": "gpu", "gpus": 2})
     rendered = lifecycle.render_preview(ctx, job, ctx.clusters["under-test"])
     assert "#SBATCH --gres=gpu:2" in rendered.script
@@ -259,7 +260,7 @@ def test_workdir_sync_uploads_only_changes_and_honours_gitignore(ctx, runjob_hom
 
 def test_clusters_check_rows(runjob_home, cluster, runjob_cli):
     good = attrs.evolve(cluster, name="good")
-    bad = attrs.evolve(cluster, name="bad", default_partition="nope")
+    bad = attrs.evolve(cluster, name="bad", options=attrs.evolve(cluster.options, default_partition="nope"))
     write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [good, bad])
     result = subprocess.run([str(Path(os.sys.executable).parent / "runjob"), "clusters", "check", "good", "--json"],
                             capture_output=True, text=True)

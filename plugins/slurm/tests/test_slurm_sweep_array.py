@@ -202,3 +202,43 @@ def test_an_element_that_times_out_is_resumed_alone(ctx, shared, runjob_home):
     assert all("_" not in a.backend_job_id for a in slow[1:]) and slow[-1].state == "COMPLETED"  # alone, not the array
     rows = (runjob_home / "results" / driven.elements[1]["job"]).rglob("*.jsonl")
     assert sum(len(p.read_text().splitlines()) for p in rows) == 250
+
+
+def test_kill_minus_9_of_run_mid_sweep_then_rerun_submits_no_element_twice(ctx, shared, runjob_home):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    remote(ctx, f"mkdir -p {shlex.quote(shared)} && touch {shlex.quote(shared)}/gate {shlex.quote(shared)}/fixed")
+    name = f"kill{uuid.uuid4().hex[:6]}"  # the array's job name: only this test's jobs carry it
+    (runjob_home / "kill.yaml").write_text(yaml.safe_dump(make_sweep(shared, runjob_home, name=name).spec))
+    runjob = str(Path(sys.executable).parent / "runjob")
+    env = {**os.environ, "COLUMNS": "200"}
+    first = subprocess.Popen([runjob, "run", "kill.yaml", "--yes", "--interval", "1"], cwd=runjob_home, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # Killed while the array is queued and its first K=2 tasks hold at the gate.
+    wait_until(lambda: len(remote(ctx, f"ls {shlex.quote(shared)}/running 2>/dev/null").stdout.split()) == 2,
+               timeout=180, what="2 array tasks running at the gate")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    remote(ctx, f"rm -f {shlex.quote(shared)}/gate")
+    rerun = subprocess.run([runjob, "run", "kill.yaml", "--yes", "--interval", "1"], cwd=runjob_home, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, (rerun.stdout, rerun.stderr)
+    row = ctx.store.find_sweep(name)
+    jobs = _run.element_jobs(ctx.store, row.id)
+    assert len(jobs) == 6 and all(len(ctx.store.attempts(j.id)) == 1 for j in jobs.values())
+    submitted = [e for j in jobs.values() for e in ctx.store.events(j.id, kinds=("submitted",))]
+    assert len(submitted) == 6
+    ids = ids_of(ctx, row)
+    array = ids[0].split("_")[0]
+    assert ids == [f"{array}_{i}" for i in range(6)]
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 3 * 3600))
+    accounted = remote(ctx, f"sacct -n -X -P -o JobID,JobName,State -S {since} --name {name}").stdout.split()
+    assert sorted(accounted) == sorted(f"{array}_{i}|{name}|COMPLETED" for i in range(6))  # one array, each task once
+    overlap = [int(n) for n in remote(ctx, f"cat {shlex.quote(shared)}/overlap.txt").stdout.split()]
+    assert len(overlap) == 6 and max(overlap) <= 2

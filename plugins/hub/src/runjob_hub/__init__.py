@@ -3,8 +3,10 @@ publish them to the Hugging Face Hub with a dataset card, load them back to veri
 validate them (truncation, missing fields, score distribution, duplicates).
 
 It enters through ``runjob_collect`` like any publisher; ``runjob publish`` (this plugin's
-command) does the same for any results folder. The work is in :mod:`runjob_hub.publish`,
-:mod:`runjob_hub.validate` and :mod:`runjob_hub.artifacts`.
+command) does the same for any results folder. A member's ``runjob report`` on a host that
+cannot reach the folder another member collected into reads the published copy
+(``runjob_fetch_results``). The work is in :mod:`runjob_hub.publish`,
+:mod:`runjob_hub.validate`, :mod:`runjob_hub.artifacts` and :mod:`runjob_hub.fetch`.
 """
 
 from __future__ import annotations
@@ -39,3 +41,11 @@ def runjob_collect(job, submission, status, dest, context):
                                    tasks=table.tasks if table is not None else None)
     found += artifacts.validate(dest, job, table_file)
     return found
+
+
+@hookimpl
+def runjob_fetch_results(artifacts, dest):
+    """The results this plugin published for the job, read back from the Hub at their commit."""
+    from runjob_hub import fetch
+
+    return fetch.published_results(artifacts, dest)

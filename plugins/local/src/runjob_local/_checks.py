@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 
+from runjob_core.config.options import ClusterOptions, option
 from runjob_core.gpu import GpuQueryError
 from runjob_core.models import CheckResult, Estimate
 
@@ -12,12 +13,16 @@ SOURCE = "runjob-local"
 
 
 @attrs.frozen
-class LocalSettings:
+class LocalSettings(ClusterOptions):
     """The keys of a ``type: local`` cluster beside the core's."""
 
     #: GiB of a GPU's memory that processes runjob did not start may use before the GPU
     #: counts as busy (someone's notebook holding a GPU is not a free GPU).
-    gpu_busy_gib: float = 1.0
+    gpu_busy_gib: float = option(1.0, help="GiB of a GPU's memory others may use before the GPU counts as busy")
+
+    def problems(self, cluster):
+        if self.gpu_busy_gib < 0:
+            yield "gpu_busy_gib", f"gpu_busy_gib must be 0 or more, not {self.gpu_busy_gib:g}"
 
 
 def estimate(job, cluster, context) -> Estimate | None:

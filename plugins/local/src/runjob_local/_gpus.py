@@ -54,12 +54,12 @@ def _db(context):
 def same_type(gpu_name: str, wanted: str) -> bool:
     """Whether a GPU nvidia-smi names *gpu_name* ("NVIDIA H200") is of type *wanted* ("h200")."""
     from runjob_core.errors import RunjobError
-    from runjob_core.estimator.gpus import _key, lookup_gpu
+    from runjob_core.estimator.gpus import gpu_key, lookup_gpu
 
     try:
         return lookup_gpu(gpu_name).name == lookup_gpu(wanted).name
     except RunjobError:  # not in the catalog: compare the names themselves
-        return _key(wanted) in _key(gpu_name)
+        return gpu_key(wanted) in gpu_key(gpu_name)
 
 
 def describe(gpus: list[Gpu]) -> str:

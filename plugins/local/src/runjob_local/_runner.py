@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -47,11 +46,11 @@ def submit(job, attempt, rendered, cluster, context) -> Submission:
     for stale in (files.exit, files.cancelled, files.pid):
         Path(stale).unlink(missing_ok=True)
     limit = parse_duration(job.resources.time) if job.resources.time else None
-    from runjob_core import _log_redactor
+    from runjob_core.redact import log_filter
 
     # The job inherits the user's environment, tokens included: its output reaches the log
     # through the token redactor (issue 34 item 6).
-    argv = detached.wrapper_argv(files, ["bash", script], limit, redact_with=(sys.executable, _log_redactor.__file__))
+    argv = detached.wrapper_argv(files, ["bash", script], limit, redact_with=log_filter())
     Path(layout.log_path).parent.mkdir(parents=True, exist_ok=True)
     extra = {"exit_file": files.exit, "cancel_file": files.cancelled}
     if job.resources.gpus > 0:

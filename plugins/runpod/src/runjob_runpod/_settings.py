@@ -13,9 +13,10 @@ hands it over as ``cluster.options``::
         gpu_types: ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"]
         max_usd_total: 50
 
-The cross-field rules (one volume kind, RunPod's 10 GB volume floor, a budget above 0...)
-are :func:`check`, run by :func:`for_cluster` on first use: the core has no hook for them
-yet, so they are reported when a command first uses the cluster, in the same one-line style.
+The rules across keys (one volume kind, RunPod's 10 GB volume floor, a budget above 0...)
+are :meth:`RunpodSettings.problems`, which the core runs when it loads clusters.yaml (the
+declared-options contract of :mod:`runjob_core.config.options`); :func:`for_cluster` runs
+them again for a cluster built in code.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from runjob_core.config.options import ClusterOptions, option, options_of
 from runjob_core.errors import ConfigError
 from runjob_core.models import ClusterConfig
 from runjob_runpod._api import DEFAULT_API_URL
@@ -38,32 +40,37 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @attrs.frozen
-class RunpodSettings:
+class RunpodSettings(ClusterOptions):
     """The keys of a ``type: runpod`` cluster (defaults as documented in the README)."""
 
-    #: REST v2 base URL (tests point it at their own server).
-    api_url: str = DEFAULT_API_URL
-    #: Name of the environment variable that holds the API key (never the key itself).
-    api_key_env: str = "RUNPOD_API_KEY"
-    #: GPU type ids, tried in this order when one has no capacity.
-    gpu_types: tuple[str, ...] = ()
-    #: SECURE, COMMUNITY or any (any: the request leaves ``cloud`` out).
-    cloud: str = "SECURE"
-    image: str = DEFAULT_IMAGE
-    container_disk_gb: int = 50
-    #: A pod volume mounted at the cluster's scratch_path (kept while the pod is stopped) ...
-    volume_gb: int | None = None
-    #: ... or an existing network volume mounted there (survives the pod).
-    network_volume_id: str | None = None
-    data_centers: tuple[str, ...] = ()
-    max_usd_per_hour: float | None = None
-    max_usd_total: float | None = None
-    #: Keep the pod after the job is collected or cancelled (default: terminate it).
-    keep_pod: bool = False
+    api_url: str = option(DEFAULT_API_URL, help="REST v2 base URL (tests point it at their own server)")
+    api_key_env: str = option("RUNPOD_API_KEY", help="the environment variable that holds the API key (never the key)")
+    gpu_types: tuple[str, ...] = option((), example=["NVIDIA H100 80GB HBM3"],
+                                        help="GPU type ids to rent, tried in this order (required)")
+    cloud: str = option("SECURE", help="SECURE, COMMUNITY or any (any: either)")
+    image: str = option(DEFAULT_IMAGE, help="the pod's container image")
+    container_disk_gb: int = option(50, help="the container's disk, in GB")
+    volume_gb: int | None = option(None, help="a pod volume mounted at scratch_path (kept while the pod is stopped)")
+    network_volume_id: str | None = option(None, help="or an existing network volume mounted there (survives the pod)")
+    data_centers: tuple[str, ...] = option((), help="data center ids allowed (e.g. US-TX-3; empty: any)")
+    max_usd_per_hour: float | None = option(None, help="refuse a pod dearer than this")
+    max_usd_total: float | None = option(None, example=50, help="stop spending past this budget")
+    keep_pod: bool = option(False, help="keep the pod after the job is collected or cancelled (default: terminate it)")
 
     @property
     def request_cloud(self) -> str | None:
         return None if self.cloud == "any" else self.cloud
+
+    def problems(self, cluster: ClusterConfig):
+        found = _check(self)
+        if cluster.scratch_path is not None and not cluster.scratch_path.startswith("/"):
+            found.append(("scratch_path", f"scratch_path on a pod must be absolute (e.g. /workspace), not {cluster.scratch_path!r}"))
+        return found
+
+    def describe(self, job):
+        gpus = ", ".join(self.gpu_types) or "-"
+        budget = f"${self.max_usd_total:g}" if self.max_usd_total is not None else "none"
+        return [("GPU types", gpus), ("budget", budget)]
 
 
 def parse(raw: Mapping[str, Any], *, source: str, path: str) -> RunpodSettings:
@@ -72,7 +79,7 @@ def parse(raw: Mapping[str, Any], *, source: str, path: str) -> RunpodSettings:
     from runjob_core.config import structure
 
     settings = structure(dict(raw), RunpodSettings, source=source, path=path)
-    problems = _check(settings, source, path)
+    problems = [f"{text} at {path}.{key} in {source}" for key, text in _check(settings)]
     if problems:
         raise ConfigError(source, problems)
     return settings
@@ -83,18 +90,17 @@ DEFAULT_SCRATCH = "/workspace"
 
 
 def for_cluster(cluster: ClusterConfig) -> RunpodSettings:
-    """The checked settings of *cluster* (``cluster.options``, structured by the core)."""
-    where = f"$.clusters.{cluster.name}"
+    """The checked settings of *cluster* (``cluster.options``, structured and checked by the
+    core when it loaded clusters.yaml; checked again here, cheaply, for a cluster built in code)."""
     options = cluster.options
     if isinstance(options, RunpodSettings):
-        problems = _check(options, cluster.source, where)
-        if cluster.scratch_path is not None and not cluster.scratch_path.startswith("/"):
-            problems.append(f"scratch_path on a pod must be absolute (e.g. /workspace), not {cluster.scratch_path!r} "
-                            f"at {where}.scratch_path in {cluster.source}")
+        from runjob_core.config import options as _options
+
+        problems = _options.problems(cluster, f"$.clusters.{cluster.name}", cluster.source)
         if problems:
             raise ConfigError(cluster.source, problems)
         return options
-    return parse(dict(options or {}), source=cluster.source, path=where)
+    return options_of(cluster, RunpodSettings)
 
 
 def identity_file(cluster: ClusterConfig) -> str:
@@ -106,11 +112,12 @@ def volume_path(cluster: ClusterConfig) -> str:
     return cluster.scratch_path or DEFAULT_SCRATCH
 
 
-def _check(s: RunpodSettings, source: str, path: str) -> list[str]:
-    problems: list[str] = []
+def _check(s: RunpodSettings) -> list[tuple[str, str]]:
+    """The rules of the keys, as (key, what is wrong and how to fix it)."""
+    problems: list[tuple[str, str]] = []
 
     def bad(key: str, text: str) -> None:
-        problems.append(f"{text} at {path}.{key} in {source}")
+        problems.append((key, text))
 
     if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", s.api_url):
         bad("api_url", f"invalid URL {s.api_url!r}: use https://api.runpod.io/v2")

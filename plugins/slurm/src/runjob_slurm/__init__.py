@@ -16,8 +16,11 @@ SOURCE = "runjob-slurm"
 def runjob_backend_info():
     from runjob_core.models import BackendInfo
 
+    from runjob_slurm._options import SlurmOptions
+
     # A login host over SSH; a scheduler is polled gently (30 s once nothing changes).
-    return BackendInfo(name="slurm", source=SOURCE, required_keys=("host",), poll_interval=5.0, max_poll_interval=30.0)
+    return BackendInfo(name="slurm", source=SOURCE, options=SlurmOptions, required_keys=("host",), poll_interval=5.0,
+                       max_poll_interval=30.0)
 
 
 @hookimpl

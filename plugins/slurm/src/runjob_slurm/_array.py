@@ -12,6 +12,7 @@ of each element by its attempt alone (:func:`find_task`).
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 
 from runjob_core.errors import BackendError
@@ -60,9 +61,13 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
             return None  # a path sbatch would split: each element alone (its own checks apply)
     comment = f"runjob-array:{first.tag}"
     script_path = f"{first.layout.job_dir}/array-{first.n}.sh"
-    for i, attempt in enumerate(attempts):
-        transport.put_text(marker_path(attempt), json.dumps({"comment": comment, "task": i, "script": script_path}))
-    transport.put_text(script_path, render(jobs, attempts, rendereds, name, resources[0], comment, max_parallel), mode=0o755)
+    # The markers and the array's script in one put_tree, rooted where the elements' folders
+    # meet; a transport that holds it back (the core's submit) sends it with the sbatch below.
+    root = posixpath.commonpath([attempt.layout.job_dir for attempt in attempts])
+    files = {posixpath.relpath(marker_path(attempt), root): (json.dumps({"comment": comment, "task": i, "script": script_path}), 0o644)
+             for i, attempt in enumerate(attempts)}
+    files[posixpath.relpath(script_path, root)] = (render(jobs, attempts, rendereds, name, resources[0], comment, max_parallel), 0o755)
+    transport.put_tree(root, files)
     result = transport.run(["sbatch", "--parsable", "--chdir", first.layout.job_dir, script_path], idempotent=False)
     if not result.ok:
         from runjob_slurm._backend import _explain_rejection

@@ -12,7 +12,7 @@ from pathlib import Path
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.models import Artifact, CheckResult, Estimate, JobStatus, Submission, TaggedJob
-from runjob_slurm import _diagnose, _parse
+from runjob_slurm import _diagnose, _options, _parse
 
 SOURCE = "runjob-slurm"
 #: A job that neither squeue nor sacct knows is LOST only after this long (sacct lags).
@@ -48,8 +48,8 @@ def _explain_rejection(transport, cluster, job, script: str, stderr: str) -> str
     user = cluster.user or transport.run(["whoami"]).stdout.strip()
     accounts = _diagnose.parse_accounts(transport.run(_diagnose.accounts_argv(user)).stdout)
     requested = {
-        "partition": job.resources.partition or cluster.default_partition,
-        "account": job.resources.account or cluster.default_account,
+        "partition": _options.of(cluster).partition(job),
+        "account": _options.of(cluster).account(job),
         "qos": job.resources.qos, "time": job.resources.time, "mem": job.resources.mem, "cpus": job.resources.cpus,
         "gpus": job.resources.gpus, "gpu_type": job.resources.gpu_type or cluster.gpu_type,
     }
@@ -255,14 +255,15 @@ def check_cluster(cluster, transport) -> list[CheckResult]:
                             SOURCE, None if queue.ok else "SLURM commands are not on PATH, or slurmctld is down"))
     partitions = _parse.parse_partitions(transport.run(_parse.partitions_argv()).stdout)
     names = [p.name for p in partitions]
-    if cluster.default_partition:
-        ok = cluster.default_partition in names
-        rows.append(CheckResult("partition", ok, f"{cluster.default_partition!r}; partitions: {', '.join(names)}", SOURCE,
+    options = _options.of(cluster)
+    if options.default_partition:
+        ok = options.default_partition in names
+        rows.append(CheckResult("partition", ok, f"{options.default_partition!r}; partitions: {', '.join(names)}", SOURCE,
                                 None if ok else f"set default_partition to one of: {', '.join(names)}"))
-    if cluster.default_account:
+    if options.default_account:
         accounts = _diagnose.parse_accounts(transport.run(_diagnose.accounts_argv(user)).stdout)
-        ok = cluster.default_account in accounts
-        rows.append(CheckResult("account", ok, f"{cluster.default_account!r}; your accounts: {', '.join(accounts) or 'none'}",
+        ok = options.default_account in accounts
+        rows.append(CheckResult("account", ok, f"{options.default_account!r}; your accounts: {', '.join(accounts) or 'none'}",
                                 SOURCE, None if ok else f"set default_account to one of: {', '.join(accounts)}"))
     return rows
 
@@ -291,7 +292,7 @@ def check_partition_limits(job, cluster, context) -> Estimate | None:
     partitions = _partitions(cluster, context)
     if not partitions:
         return None
-    wanted = job.resources.partition or cluster.default_partition
+    wanted = _options.of(cluster).partition(job)
     by_name = {p.name: p for p in partitions}
     if wanted is None:
         wanted = next((p.name for p in partitions if p.default), None)

@@ -9,6 +9,7 @@ from runjob_core import templating
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.errors import ConfigError
 from runjob_core.models import Estimate, Rendered
+from runjob_slurm import _options
 
 SOURCE = "runjob-slurm"
 # sbatch reads #SBATCH lines itself (no shell), and splits them on whitespace.
@@ -18,7 +19,7 @@ _SBATCH_SAFE = re.compile(r"^[A-Za-z0-9._:/@%+=,~-]+$")
 def gres(job, cluster) -> str:
     count = job.resources.gpus
     gpu_type = job.resources.gpu_type or cluster.gpu_type
-    if cluster.gres_format == "typed" and gpu_type:
+    if _options.of(cluster).gres_format == "typed" and gpu_type:
         return f"gpu:{gpu_type}:{count}"
     return f"gpu:{count}"
 
@@ -93,11 +94,15 @@ def render(job, attempt, cluster, templates, context) -> Rendered:
             raise ConfigError(job.source, [message])
         return text
 
+    options = _options.of(cluster)
     templates.filters["sbatch"] = sbatch_value
     templates.filters["slurm_time"] = lambda value: format_slurm_time(parse_duration(value))
     variables = {
         "job": job, "cluster": cluster, "runjob": attempt.template_vars(),
-        "slurm": {"gres": gres(job, cluster), "signal_margin": signal_margin(job, attempt, cluster, context)},
+        # The cluster's SLURM keys as the script uses them (a template overriding slurm.sh.j2 may
+        # also read cluster.options, the structured SlurmOptions).
+        "slurm": {"gres": gres(job, cluster), "signal_margin": signal_margin(job, attempt, cluster, context),
+                  "partition": options.partition(job), "account": options.account(job), "modules": options.modules},
     }
     script = templating.render(templates, "slurm.sh.j2", variables, job_source=job.source)
     return Rendered(script=script, template=f"slurm.sh.j2 + {job.template}.sbatch.j2", source=SOURCE)

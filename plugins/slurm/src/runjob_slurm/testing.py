@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from runjob_core.models import ClusterConfig
+from runjob_slurm._options import SlurmOptions
 
 CLUSTER_ENV = Path(os.environ.get("RUNJOB_TEST_DIR", "/var/lib/runjob-test")) / "cluster.env"
 
@@ -42,9 +43,9 @@ def slurm_cluster_config(env: dict[str, str], name: str = "testslurm", **overrid
     values = dict(
         name=name, type="slurm", host=env["RUNJOB_TEST_SSH_HOST"], port=int(env["RUNJOB_TEST_SSH_PORT"]),
         user=env["RUNJOB_TEST_SSH_USER"], identity_file=env["RUNJOB_TEST_SSH_KEY"],
-        known_hosts=env["RUNJOB_TEST_KNOWN_HOSTS"], default_partition="debug",
-        default_account=env.get("RUNJOB_TEST_ACCOUNT"), scratch_path=env["RUNJOB_TEST_SCRATCH"] + "/runjob-tests",
-        gres_format="typed", gpu_type="h100",
+        known_hosts=env["RUNJOB_TEST_KNOWN_HOSTS"], scratch_path=env["RUNJOB_TEST_SCRATCH"] + "/runjob-tests",
+        gpu_type="h100",
+        options=SlurmOptions(default_partition="debug", default_account=env.get("RUNJOB_TEST_ACCOUNT"), gres_format="typed"),
     )
     values.update(overrides)
     return ClusterConfig(**values)
