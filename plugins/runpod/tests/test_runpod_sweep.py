@@ -53,6 +53,11 @@ def test_elements_share_the_cluster_budget_on_separate_pods(runjob_home, fake_ru
         assert budget.limits == {"pods": 40.0} and budget.reserve == {0: 16.14, 1: 16.14, 2: 16.14}
         row, driven = _drive_with_gate(context, sweep, gate, open_when_running=2)
         assert [e["state"] for e in driven.elements] == ["COMPLETED"] * 3 and not driven.not_started
+        from runjob_core.sweep import _report
+
+        combined = _report.build(context.store, row, clusters=context.clusters)
+        assert all(e["cost_usd"] is not None and e["gpu_hours"] > 0 for e in combined["elements"])
+        assert combined["sweep"]["cost_usd"] is not None
         windows = _windows(context, row)
         first_end = min(windows[0][1], windows[1][1])
         assert windows[1][0] < windows[0][1]  # the first two ran at once, each on its own pod
