@@ -31,9 +31,11 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_poll          every cycle, batched per cluster
     runjob_check_health  every cycle the job changed, with the new log text and progress
     runjob_resume        after a time limit, preemption or a resumable loss
+    (a machine of runjob_provision: the core copies the attempt's log, progress,
+    metrics and results home through its transport as soon as a poll says it ended)
+    runjob_release       the machine of runjob_provision is given back, right then
     runjob_collect       download, then publish and validate
     runjob_read_results  a harness's own files as one table (collect's checks, the report)
-    runjob_release       the machine of runjob_provision is given back
     runjob_collected     once the collect is recorded: the report, the dashboard, notices
 
 And later, on any member's host: ``runjob_fetch_results`` when the report finds a job's
@@ -413,7 +415,8 @@ def runjob_cancel(submissions: Sequence[Submission], cluster: ClusterConfig, con
     :raises runjob_core.errors.BackendError: The backend refused to cancel.
 
     Result: routed to the cluster's backend; the first non-None result wins. The core
-    calls :func:`runjob_release` for the machine once the poll says the attempt ended.
+    copies the attempt's files home and calls :func:`runjob_release` for its machine once
+    the poll says the attempt ended.
 
     .. versionchanged:: 0.3 confirmed by :func:`runjob_poll` (``CANCELLING``), no longer
        recorded ``CANCELLED`` from the answer.
@@ -508,7 +511,8 @@ def runjob_collect(
         to *dest*): the core keeps them in the folder's manifest, the job's own record.
 
     Result: routed (the job's backend, plus every non-backend plugin); all answers used.
-    After a final collect the core calls :func:`runjob_release` for the attempt's machine.
+    An attempt with a machine of its own was released before (its files copied home):
+    read its results through ``context.transport_for(submission)``, which serves that copy.
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* parameter.
@@ -606,10 +610,19 @@ def runjob_resume(
 def runjob_release(machine: Machine, submission: Submission | None, cluster: ClusterConfig, reason: str, context: RunContext) -> None:
     """Give back the machine :func:`runjob_provision` created (terminate the pod).
 
-    Called once the machine is no longer needed: after collect, after a cancel, after an
-    attempt ended any other way than completing (once its last log lines were read and
-    its resume planned), and when submitting failed after provisioning. Must be
-    idempotent: releasing a machine that is already gone is not an error.
+    Called right after a poll said the attempt ended, whatever the ending (completed,
+    failed, cancelled, lost), once the core read its last log lines and copied its log,
+    progress, metrics and results home through the attempt's transport
+    (:mod:`runjob_core.collecting.harvest`); from then on
+    ``context.transport_for(submission)`` reads that copy, so collect, ``runjob logs``
+    and resume need no machine. Also called when submitting failed after provisioning.
+    Called once per attempt (the store records ``released_at``); a runjob killed before
+    the call leaves the attempt to the next ``runjob status`` or ``watch``, which makes it.
+    Raise :class:`runjob_core.errors.BackendError` when the machine is still running
+    afterwards (the provider's API lists it live): the core records ``release_failed``
+    and calls again later. Must be idempotent: releasing a machine that is already gone
+    is not an error. Keep what you need of the machine in its ``Machine.data`` (the core
+    stores it with the attempt), not in files of your own.
 
     :param machine: The machine to release.
     :param submission: The attempt's submission, or ``None`` when it never got one.
@@ -621,6 +634,8 @@ def runjob_release(machine: Machine, submission: Submission | None, cluster: Clu
     Result: routed to the cluster's backend; return values are ignored.
 
     .. versionadded:: 0.2
+    .. versionchanged:: 0.3 called right after the attempt ended (its files harvested
+       first), not after collect.
     """
 
 
