@@ -60,3 +60,23 @@ def test_the_copy_serves_reads_and_refuses_everything_else(tmp_path):
         copy.run(["ls"])
     with pytest.raises(TransportError, match="was given back"):
         copy.put_text("/root/x", "y")
+
+
+def test_an_attempt_whose_cluster_left_clusters_yaml_is_left_alone(runjob_home):
+    """A machine left out on a cluster no longer configured: nothing can reach it, and
+    `runjob status` must not fail over it."""
+    from runjob_core import lifecycle
+    from runjob_core.models import Machine
+
+    context = lifecycle.open_context()
+    try:
+        job_id = context.store.create_job(name="gone", spec_hash="h", spec_json="{}", spec_path=None, cluster="removed",
+                                          backend="runpod")
+        context.store.begin_attempt(job_id)
+        context.store.update_attempt(job_id, 1, state="FAILED", machine_json=lifecycle.config.record_to_json(
+            Machine(id="pod-9", host=None, port=22, user="root", source="x")))
+        assert [a.job_id for a in context.store.unreleased_machines([job_id])] == [job_id]
+        assert harvest.settle(context, context.store.get_job(job_id), 1, ended="FAILED") is False
+        assert context.store.attempt(job_id, 1).released_at is None
+    finally:
+        context.close()

@@ -56,6 +56,8 @@ def settle(context: RunContext, row: JobRow, n: int, *, ended: str) -> bool:
     attempt = context.store.attempt(row.id, n)
     if attempt.machine is None or attempt.released_at is not None:
         return False
+    if row.cluster not in context.clusters:
+        return False  # its cluster left clusters.yaml: nothing can reach or release it from here
     key = f"settle:{row.id}:{n}"
     if context.store.try_lease(key, ttl=LEASE_SECONDS) is not None:
         return False  # another runjob process is settling it right now
