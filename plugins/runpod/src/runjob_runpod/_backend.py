@@ -363,7 +363,8 @@ def _status_of(cluster, pod, sub: Submission, context) -> JobStatus:
     # monitor records a transient event for the cycle and tries again.
     result = _pod(cluster, sub, pod, context).run_shell(_ssh.status_command(_sub_files(sub)), timeout=60)
     state = _ssh.parse_status(result.stdout)
-    started = sub.machine.data.get("started_at") if sub.machine is not None else None
+    # The attempt's GPU time runs from when its pod was up; an adopted pod's, from its submission.
+    started = (sub.machine.data.get("started_at") if sub.machine is not None else None) or sub.submitted_at
     status = detached.decide(state, source=SOURCE, started_at=started, node=pod.id)
     if status.state == LOST:
         return attrs.evolve(status, reason="the job's process on the pod ended without an exit code (killed)")
