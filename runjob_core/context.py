@@ -12,7 +12,7 @@ import pluggy
 from runjob_core.transport import execute
 from runjob_core.models import BackendInfo, ClusterConfig, Machine, Submission
 from runjob_core.store import EventRow, Store
-from runjob_core.transport import LocalTransport, Transport
+from runjob_core.transport import LocalTransport, Transport, harvested
 
 
 @attrs.define
@@ -111,7 +111,12 @@ class RunContext:
         return cached
 
     def transport_for(self, submission: Submission) -> Transport:
-        """The transport that reaches the machine *submission* runs on."""
+        """The transport that reaches the machine *submission* runs on; once that machine
+        was harvested and given back (a pod per attempt), the copy runjob keeps of the
+        attempt's files (:mod:`runjob_core.transport.harvested`)."""
+        machine = submission.machine
+        if machine is not None and harvested.is_harvested(self.state_dir, submission.tag):
+            return harvested.HarvestedCopy(harvested.folder(self.state_dir, submission.tag), machine.id)
         cluster = self.clusters.get(submission.cluster)
         if cluster is None:
             from runjob_core.errors import RunjobError

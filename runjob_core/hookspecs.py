@@ -31,9 +31,11 @@ The life of one attempt, in call order (routed hooks to the job's backend)::
     runjob_poll          every cycle, batched per cluster
     runjob_check_health  every cycle the job changed, with the new log text and progress
     runjob_resume        after a time limit, preemption or a resumable loss
+    (a machine of runjob_provision: the core copies the attempt's log, progress,
+    metrics and results home through its transport as soon as a poll says it ended)
+    runjob_release       the machine of runjob_provision is given back, right then
     runjob_collect       download, then publish and validate
     runjob_read_results  a harness's own files as one table (collect's checks, the report)
-    runjob_release       the machine of runjob_provision is given back
     runjob_collected     once the collect is recorded: the report, the dashboard, notices
 
 And later, on any member's host: ``runjob_fetch_results`` when the report finds a job's
@@ -143,8 +145,12 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
         of strings pre-flight shows without refusing), ``usd_per_hour`` (``{GPU type:
         dollars per hour for the job's GPUs}``: the core prices the time estimate's
         GPU-hours with the dearest) and ``partition_max_seconds`` (the limit a job without
-        ``resources.time`` runs under: the core counts resume segments against it). The
-        core's own time estimate puts its ``time`` object there.
+        ``resources.time`` runs under: the core counts resume segments against it),
+        ``usd_max_total`` (what one attempt may cost at most, in USD) and
+        ``usd_budget_total`` (a budget the cluster's jobs of one sweep share: the sweep
+        starts an element only while the elements' costs so far plus the ``usd_max_total``
+        of each active one stay within it). The core's own time estimate puts its ``time``
+        object there.
 
     Result: routed to the cluster's backend (plus every non-backend plugin); all non-None
     estimates are used.
@@ -152,6 +158,7 @@ def runjob_estimate(job: JobSpec, cluster: ClusterConfig, context: RunContext) -
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 routed: another backend's estimate no longer runs for the job.
     .. versionchanged:: 0.3 ``data`` keys ``warnings``, ``usd_per_hour``, ``partition_max_seconds``.
+    .. versionchanged:: 0.3 ``data`` keys ``usd_max_total``, ``usd_budget_total`` (a sweep's shared budget).
     """
 
 
@@ -408,7 +415,8 @@ def runjob_cancel(submissions: Sequence[Submission], cluster: ClusterConfig, con
     :raises runjob_core.errors.BackendError: The backend refused to cancel.
 
     Result: routed to the cluster's backend; the first non-None result wins. The core
-    calls :func:`runjob_release` for the machine once the poll says the attempt ended.
+    copies the attempt's files home and calls :func:`runjob_release` for its machine once
+    the poll says the attempt ended.
 
     .. versionchanged:: 0.3 confirmed by :func:`runjob_poll` (``CANCELLING``), no longer
        recorded ``CANCELLED`` from the answer.
@@ -503,7 +511,8 @@ def runjob_collect(
         to *dest*): the core keeps them in the folder's manifest, the job's own record.
 
     Result: routed (the job's backend, plus every non-backend plugin); all answers used.
-    After a final collect the core calls :func:`runjob_release` for the attempt's machine.
+    An attempt with a machine of its own was released before (its files copied home):
+    read its results through ``context.transport_for(submission)``, which serves that copy.
 
     .. versionadded:: 0.1
     .. versionchanged:: 0.2 the *job* parameter.
@@ -601,10 +610,19 @@ def runjob_resume(
 def runjob_release(machine: Machine, submission: Submission | None, cluster: ClusterConfig, reason: str, context: RunContext) -> None:
     """Give back the machine :func:`runjob_provision` created (terminate the pod).
 
-    Called once the machine is no longer needed: after collect, after a cancel, after an
-    attempt ended any other way than completing (once its last log lines were read and
-    its resume planned), and when submitting failed after provisioning. Must be
-    idempotent: releasing a machine that is already gone is not an error.
+    Called right after a poll said the attempt ended, whatever the ending (completed,
+    failed, cancelled, lost), once the core read its last log lines and copied its log,
+    progress, metrics and results home through the attempt's transport
+    (:mod:`runjob_core.collecting.harvest`); from then on
+    ``context.transport_for(submission)`` reads that copy, so collect, ``runjob logs``
+    and resume need no machine. Also called when submitting failed after provisioning.
+    Called once per attempt (the store records ``released_at``); a runjob killed before
+    the call leaves the attempt to the next ``runjob status`` or ``watch``, which makes it.
+    Raise :class:`runjob_core.errors.BackendError` when the machine is still running
+    afterwards (the provider's API lists it live): the core records ``release_failed``
+    and calls again later. Must be idempotent: releasing a machine that is already gone
+    is not an error. Keep what you need of the machine in its ``Machine.data`` (the core
+    stores it with the attempt), not in files of your own.
 
     :param machine: The machine to release.
     :param submission: The attempt's submission, or ``None`` when it never got one.
@@ -616,6 +634,8 @@ def runjob_release(machine: Machine, submission: Submission | None, cluster: Clu
     Result: routed to the cluster's backend; return values are ignored.
 
     .. versionadded:: 0.2
+    .. versionchanged:: 0.3 called right after the attempt ended (its files harvested
+       first), not after collect.
     """
 
 

@@ -360,7 +360,9 @@ class BackendInfo:
     required_keys: tuple[str, ...] = ()
     #: ``True`` when the backend creates a machine per attempt (:func:`runjob_provision`):
     #: there is no standing host, so the core's host checks (connect, whoami, scratch,
-    #: disk) are skipped in ``runjob clusters check`` and the backend's rows replace them.
+    #: disk) are skipped in ``runjob clusters check`` and the backend's rows replace them;
+    #: and each attempt's machine is given back (:func:`runjob_release`) as soon as the
+    #: attempt ended, its files copied home first (:mod:`runjob_core.collecting.harvest`).
     machine_per_job: bool = False
     #: Seconds between monitoring cycles while jobs change (the monitor backs off to
     #: ``max_poll_interval`` while nothing changes).

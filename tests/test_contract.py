@@ -166,7 +166,7 @@ def _job(name: str, command: str, **fields):
                             base_dir=str(Path.cwd()))
 
 
-def test_a_machine_per_job_is_provisioned_used_and_released_after_collect(runjob_home):
+def test_a_machine_per_job_is_provisioned_used_harvested_and_released_when_it_ends(runjob_home):
     backend = Rented()
     context = _context(runjob_home, backend)
     job = _job("rent", 'printf \'{"id": 1}\\n\' > "$RUNJOB_RESULTS/results.jsonl"')
@@ -176,12 +176,13 @@ def test_a_machine_per_job_is_provisioned_used_and_released_after_collect(runjob
     assert context.store.attempt(row.id, 1).machine.id == launched.submission.machine.id
     monitor.watch(context, [row.id], min_interval=0.2, max_interval=0.5)
     assert context.store.latest_attempt(row.id).state == "COMPLETED"
-    assert backend.released == []  # the results are still on the machine
+    # Released in the cycle that saw the end, its files copied home first (issue 25 item 3).
+    assert backend.released == [(f"m-runjob:{row.id}:1", "ended COMPLETED")]
+    assert context.store.attempt(row.id, 1).released_at is not None
+    assert f"m-runjob:{row.id}:1" in backend.transports  # the job's own transport served the harvest
     collected = lifecycle.collect(context, context.store.get_job(row.id))
     assert collected.ok, collected.problems
-    assert backend.released == [(f"m-runjob:{row.id}:1", "collected")]
-    assert context.store.attempt(row.id, 1).released_at is not None
-    assert f"m-runjob:{row.id}:1" in backend.transports  # the job's own transport served it
+    assert backend.released == [(f"m-runjob:{row.id}:1", "ended COMPLETED")]  # once
     context.close()
 
 

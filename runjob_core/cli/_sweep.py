@@ -116,7 +116,10 @@ def submit(context, sweep, *, spec_path: str, yes: bool, force: bool, skip_refus
     _run.settle(context, row)
     limit = _run.parallel_limit(context, sweep)
     estimates = {i: c.preflight for c in checks for i in c.indices}
-    _run.start(context, sweep, row, limit=limit, skip=skip, spec_path=spec_path, estimates=estimates)
+    from runjob_core.sweep import _budget
+
+    _run.start(context, sweep, row, limit=limit, skip=skip, spec_path=spec_path, estimates=estimates,
+               budget=_budget.from_checks(sweep, checks))
     table = _run.elements(context.store, row)
     waiting = [e for e in table if e["state"] == _run.NOT_SUBMITTED and e["index"] not in skip]
     if as_json:

@@ -24,6 +24,7 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
     from runjob_core import interrupted
     from runjob_core.monitor import Monitor
     from runjob_core.gpu import telemetry as gpu_telemetry
+    from runjob_core.collecting import harvest
     from runjob_core.models import ACTIVE_STATES
     context = open_context(as_json, quiet_kinds=("state",))
     try:
@@ -45,7 +46,9 @@ def command(job: str | None, no_refresh: bool, limit: int, adopt: bool, mine: bo
             _say_settled(interrupted.settle(context, rows), as_json)
         # Every listed job's attempts in one query (issue 29: not a few queries per job).
         attempts = store.attempts_of([r.id for r in rows])
-        active = [r.id for r in rows if any(a.state in ACTIVE_STATES for a in attempts[r.id])]
+        # An ended attempt whose machine is still out (runjob was killed before returning it) is refreshed too.
+        unsettled = harvest.unsettled(context, [r.id for r in rows]) if not no_refresh else set()
+        active = [r.id for r in rows if r.id in unsettled or any(a.state in ACTIVE_STATES for a in attempts[r.id])]
         if active and not no_refresh:
             before = store.generation()
             Monitor.of(context).cycle(active)  # one cycle: no lease taken unless it has something to record

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from runjob_core import _plugin_errors, lifecycle
+from runjob_core.collecting import harvest
 from runjob_core.errors import RunjobError
 from runjob_core.models import ACTIVE_STATES, CANCELLED, COMPLETED, FAILED, LOST, NODE_FAIL, PREEMPTED, TIMEOUT, Finding, JobStatus, Submission
 from runjob_core.monitor import checkpoint_cause as _checkpoint_cause
@@ -72,12 +73,14 @@ def apply_actions(monitor: MonitorState, attempt: AttemptRow, submission: Submis
         store.set_job(row.id, outcome=f"failed: {stops[0].label}: {stops[0].message}")
     if not status.terminal:
         return
+    # A machine rented for this attempt goes back now, its files copied home first.
+    harvest.settle(context, row, attempt.n, ended=status.state)
     if stopped:
         lifecycle.release_attempt(context, row, store.attempt(row.id, attempt.n), reason=f"stopped, ended {status.state}")
         return
     if status.state == COMPLETED:
         store.set_job(row.id, outcome="completed")
-        return  # its machine, if it has one, is released after collect
+        return  # a machine of its own was given back above, its files copied home
     try:
         _after_early_end(monitor, row, attempt, status, findings, stops, view)
     finally:

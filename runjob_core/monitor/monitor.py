@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from runjob_core import _plugin_errors
+from runjob_core.collecting import harvest
 from runjob_core.errors import RunjobError, TransportError
 from runjob_core.models import ACTIVE_STATES, LOST, JobStatus, Submission
 from runjob_core.monitor import endings, observe
@@ -87,6 +88,7 @@ class Monitor(MonitorState):
         by_cluster, followed = self.leases.hold(grouped) if keep_leases else self.leases.held_elsewhere(grouped)
         run = _Pass(job_ids, woken, keep_leases, heads, followed)
         run.changed = endings.finish_pending(self, job_ids)
+        run.changed = harvest.settle_leftovers(self.context, job_ids) or run.changed  # machines a killed runjob left out
         for cluster_name, (group, submissions) in by_cluster.items():
             cluster = self._cluster(cluster_name, group)
             if cluster is None:

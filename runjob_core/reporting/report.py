@@ -197,9 +197,9 @@ def _resources(store, row, spec, attempts, clusters, now: float) -> dict[str, An
     cost = None
     if price is not None:
         cost = round(gpu_hours * price, 2)
-    else:  # a backend that rents machines may say what one costs per hour (RunPod)
+    else:  # a backend that rents machines may say what one costs per hour (RunPod: usd_per_hour)
         hourly = [(a, float(rate)) for a in attempts if a.started_at is not None
-                  and _is_number(rate := _extra(a.submission_json).get("cost_per_hour"))]
+                  and _is_number(rate := _hourly(_extra(a.submission_json)))]
         if hourly:
             cost = round(sum(((a.ended_at or now) - a.started_at) / 3600 * rate for a, rate in hourly), 2)
     return {"gpus": gpus, "run_seconds": round(seconds, 3), "gpu_hours": gpu_hours, "gpu_hour_cost": price, "cost": cost}
@@ -214,6 +214,12 @@ def _extra(submission_json: str | None) -> dict:
     except (ValueError, AttributeError):
         return {}
     return extra if isinstance(extra, dict) else {}
+
+
+def _hourly(extra: dict) -> Any:
+    """A rented machine's price per hour from its submission's extra (RunPod writes
+    ``usd_per_hour``; ``cost_per_hour`` is the older name)."""
+    return extra.get("usd_per_hour", extra.get("cost_per_hour"))
 
 
 def _is_number(value: Any) -> bool:

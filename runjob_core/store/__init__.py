@@ -825,6 +825,19 @@ class Store:
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active}")
         return _make_all(AttemptRow, rows)
 
+    def unreleased_machines(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
+        """Ended attempts whose machine (``runjob_provision``'s) was not given back yet: a
+        runjob killed between an attempt's end and its release, or a release that failed.
+        A forgotten attempt is left alone (runjob promised not to touch it)."""
+        unsettled = ("machine_json IS NOT NULL AND released_at IS NULL AND state NOT IN "
+                     "('SUBMITTING','PENDING','RUNNING','REQUEUED','CANCELLING','FORGOTTEN')")
+        if job_ids:
+            marks = ",".join("?" * len(job_ids))
+            rows = self._db.execute(f"SELECT * FROM attempts WHERE {unsettled} AND job_id IN ({marks})", job_ids)
+        else:
+            rows = self._db.execute(f"SELECT * FROM attempts WHERE {unsettled}")
+        return _make_all(AttemptRow, rows)
+
     # ------------------------------------------------------------------ events
 
     def add_event(

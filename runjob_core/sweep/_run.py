@@ -202,16 +202,21 @@ def drive(context: RunContext, sweep: Sweep, row: SweepRow, *, checks: list[Shap
     """
     from runjob_core import monitor
 
+    from runjob_core.sweep import _budget
+
     store = context.store
     limit = limit or parallel_limit(context, sweep)
+    if not checks:  # a resume: the estimates (and a budget the elements share) as of now
+        checks = preflight(context, sweep)
     estimates = {i: c.preflight for c in checks for i in c.indices}
+    budget = _budget.from_checks(sweep, checks)
     not_started: dict[int, str] = {}
     restarted: set[int] = set()
     settle(context, row)
     while True:
         active, jobs, cancelled = start(context, sweep, row, limit=limit, skip=skip, spec_path=spec_path,
                                         estimates=estimates, restart_ended=restart_ended, not_started=not_started,
-                                        restarted=restarted)
+                                        restarted=restarted, budget=budget)
         for job in jobs.values():
             if job.state == COMPLETED and _collected(store, job) is None:
                 lifecycle.collect(context, store.get_job(job.id))
@@ -244,11 +249,13 @@ def settle(context: RunContext, row: SweepRow) -> None:
 
 def start(context: RunContext, sweep: Sweep, row: SweepRow, *, limit: int, skip: set[int] = frozenset(),
           spec_path: str | None = None, estimates: dict | None = None, restart_ended: bool = False,
-          not_started: dict[int, str] | None = None, restarted: set[int] | None = None,
+          not_started: dict[int, str] | None = None, restarted: set[int] | None = None, budget=None,
           ) -> tuple[set[int], dict[int, JobRow], bool]:
     """Start elements, in index order, while fewer than *limit* are active: (active elements,
     element jobs, whether the sweep is cancelled). *not_started* collects the elements whose
-    start failed (not tried again), *restarted* those resumed (each once)."""
+    start failed (not tried again), *restarted* those resumed (each once). *budget*
+    (:mod:`._budget`): an element over its cluster's budget waits while another element there
+    is active, and is not started when none is."""
     store = context.store
     not_started = {} if not_started is None else not_started
     restarted = set() if restarted is None else restarted
@@ -268,6 +275,8 @@ def start(context: RunContext, sweep: Sweep, row: SweepRow, *, limit: int, skip:
             how = _startable(store, jobs.get(index))
             if how is None or (how == "resume" and not restart_ended):
                 continue
+            if budget and _over_budget(context, sweep, row, budget, jobs, active, index, not_started):
+                continue
             try:
                 if how == "submit":
                     _submit(context, sweep, row, index, spec_path, (estimates or {}).get(index))
@@ -282,6 +291,23 @@ def start(context: RunContext, sweep: Sweep, row: SweepRow, *, limit: int, skip:
                 continue
             active.add(index)
         return active, element_jobs(store, row.id), cancelled
+
+
+def _over_budget(context, sweep, row, budget, jobs, active, index, not_started) -> bool:
+    """Whether element *index* must not start now for its cluster's budget (recorded in
+    *not_started*, with an event, when waiting cannot help)."""
+    from runjob_core.sweep import _budget
+
+    found = _budget.blocked(context, sweep, budget, jobs, active, index)
+    if found is None:
+        return False
+    why, waiting = found
+    if not waiting:
+        not_started[index] = why
+        context.event(jobs[index].id if index in jobs else None, "sweep_element_failed",
+                      f"sweep {row.name} element {index} ({sweep.elements[index].name}) not started: {why}",
+                      sweep=row.id, index=index)
+    return True
 
 
 def _start_arrays(context: RunContext, sweep: Sweep, row: SweepRow, jobs: dict[int, JobRow], active: set[int], *,

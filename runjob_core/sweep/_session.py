@@ -16,6 +16,7 @@ from runjob_core.context import RunContext
 from runjob_core.errors import RefusedError
 from runjob_core.models import ACTIVE_STATES, COMPLETED
 from runjob_core.store import SweepRow
+from runjob_core.sweep import _budget
 from runjob_core.sweep._load import Sweep, load_sweep, sweep_from_mapping
 
 
@@ -58,7 +59,8 @@ def open_sweep(context: RunContext, sweep: Sweep, *, force: bool, skip_refused: 
     _run.settle(context, row)
     estimates = {i: c.preflight for c in checks for i in c.indices}
     limit = _limit(context, sweep, row)
-    _run.start(context, sweep, row, limit=limit, skip=skip, spec_path=spec_path, estimates=estimates)
+    _run.start(context, sweep, row, limit=limit, skip=skip, spec_path=spec_path, estimates=estimates,
+               budget=_budget.from_checks(sweep, checks))
     warnings = {i: c.preflight.warnings for c in checks for i in c.indices if c.preflight.warnings}
     return Opened(row=context.store.find_sweep(row.id), sweep=sweep, refused=refused, warnings=warnings, limit=limit)
 
@@ -100,14 +102,14 @@ def follow(context: RunContext, wanted: list[Wanted], *, deadline: float | None,
         row = store.find_sweep(sweep_id)
         sweep = _run.from_record(row)
         skip = {i for i in range(len(sweep.jobs)) if i not in indices or (sweep_id, i) in refused}
-        driven[sweep_id] = (row, sweep, skip, {})
+        driven[sweep_id] = (row, sweep, skip, {}, _budget.from_checks(sweep, _run.preflight(context, sweep)))
         _run.settle(context, row)
     interval = 0.5
     while True:
         following = []
-        for sweep_id, (row, sweep, skip, not_started) in driven.items():
+        for sweep_id, (row, sweep, skip, not_started, budget) in driven.items():
             active, jobs, cancelled = _run.start(context, sweep, row, limit=_limit(context, sweep, row), skip=skip,
-                                                 not_started=not_started, restarted=set())
+                                                 not_started=not_started, restarted=set(), budget=budget)
             for index in by_sweep[sweep_id]:
                 job = jobs.get(index)
                 if job is not None and job.state == COMPLETED and _run._collected(store, job) is None:
@@ -117,7 +119,7 @@ def follow(context: RunContext, wanted: list[Wanted], *, deadline: float | None,
                 following += [f"pending:{sweep_id}/{i}" for i in by_sweep[sweep_id]
                               if i not in skip and i not in not_started and i not in active
                               and _run._startable(store, jobs.get(i)) == "submit"]
-        why = {(sid, i): reason for sid, (_r, _s, _k, ns) in driven.items() for i, reason in ns.items()}
+        why = {(sid, i): reason for sid, (_r, _s, _k, ns, _b) in driven.items() for i, reason in ns.items()}
         result = states(why)
         if on_cycle is not None:
             on_cycle(result)

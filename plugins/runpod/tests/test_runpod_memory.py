@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from runjob_core.testing import write_clusters_yaml
-from runjob_runpod import _state
 from runjob_runpod.testing import cluster_config as runpod_cluster
+from runjob_runpod.testing import only_job
 
 PEAK_JOB = """
 name: pod-peak
@@ -24,7 +24,7 @@ def test_the_peak_a_pod_job_prints_is_recorded(runjob_home, fake_runpod, pod_key
     (runjob_home / "job.yaml").write_text(PEAK_JOB)
     result = runjob_cli("run", "job.yaml", "--yes")
     assert result.exit_code == 0, result.output
-    record = _state.all_records(runjob_home / ".runjob")[0]
-    report = json.loads(runjob_cli("report", record.job_id, "--json").output)
+    job_id = only_job(runjob_home).id
+    report = json.loads(runjob_cli("report", job_id, "--json").output)
     (memory,) = [a for a in report["artifacts"] if a["kind"] == "memory"]
     assert memory["location"].startswith("GPU peak 20.0 GiB (torch.cuda.max_memory_reserved)")

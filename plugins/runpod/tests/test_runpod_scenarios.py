@@ -9,9 +9,10 @@ import pytest
 
 from runjob_core import lifecycle, monitor
 from runjob_core.testing import wait_until, write_clusters_yaml
-from runjob_runpod import _backend, _state
+from runjob_runpod import _backend
 
 from runjob_runpod.testing import cluster_config as runpod_cluster
+from runjob_runpod.testing import only_job
 
 RESULTS_JOB = """
 name: pod-rows
@@ -46,18 +47,19 @@ def test_a_job_end_to_end_results_collected_and_pod_terminated(runjob_home, fake
     assert [json.loads(r)["id"] for r in rows] == [1, 2]
     (pod,) = fake_runpod.gone.values()
     assert fake_runpod.live_pods() == []
-    # The pod's env (given at creation) reached the job through /proc/1/environ.
-    log = next((runjob_home / ".runjob" / "runpod" / "mirror").rglob("*.out")).read_text()
+    # The pod's env (given at creation) reached the job through /proc/1/environ; the core
+    # copied its log home before it returned the pod.
+    log = next((runjob_home / ".runjob" / "attempts").rglob("*.out")).read_text()
     assert f"pod={pod.id} tag=runjob:" in log
-    record = _state.all_records(runjob_home / ".runjob")[0]
-    report = json.loads(runjob_cli("report", record.job_id, "--json").output)
+    row = only_job()
+    report = json.loads(runjob_cli("report", row.id, "--json").output)
     (cost,) = [a for a in report["artifacts"] if a["kind"] == "cost"]
     assert cost["location"].startswith(f"pod {pod.id}: $") and cost["location"].endswith("at $2.69/h")
     # With the pod gone, `runjob logs` reads the copy runjob kept.
-    assert f"pod={pod.id}" in runjob_cli("logs", record.job_id).output
+    assert f"pod={pod.id}" in runjob_cli("logs", row.id).output
     terminated = _events({"pod_terminated"})
     assert [e.data["pod_id"] for e in terminated] == [pod.id]
-    assert (record.final_state, record.exit_code, record.live) == ("COMPLETED", 0, False)
+    assert [e.kind for e in _events({"harvested", "released"})] == ["harvested", "released"]
     # The request carried the v2 fields: one GPU type, cloud, disk, the SSH port, the key.
     body = pod.body
     assert body["gpu"] == {"id": "NVIDIA H100 80GB HBM3", "count": 1} and body["ports"] == ["22/tcp"]
@@ -194,10 +196,10 @@ def test_keep_pod_leaves_the_pod_and_says_so(runjob_home, fake_runpod, pod_key, 
     _setup(runjob_home, fake_runpod, pod_key, keep_pod=True)
     result = runjob_cli("run", "job.yaml", "--yes")
     assert result.exit_code == 0, result.output
-    (live,) = _state.live_records(runjob_home / ".runjob")
-    assert [p.id for p in fake_runpod.live_pods()] == [live.pod_id]
-    fake_runpod.pods[live.pod_id].machine.kill()
-    fake_runpod._delete(fake_runpod.pods[live.pod_id])  # the user returns it (runjob never would with keep_pod)
+    (live,) = fake_runpod.live_pods()
+    assert [e.data["pod_id"] for e in _events({"pod_kept"})] == [live.id]
+    live.machine.kill()
+    fake_runpod._delete(live)  # the user returns it (runjob never would with keep_pod)
 
 
 RESUMING_JOB = """

@@ -40,12 +40,10 @@ def runjob_provision(job, attempt, cluster, context):
 
 @hookimpl
 def runjob_transport(cluster, machine, context):
-    if machine is None:
-        from runjob_runpod._router import PodRouter
-
-        return PodRouter(cluster, context)
     from runjob_runpod import _backend
 
+    if machine is None:
+        _backend.no_standing_host(cluster)
     return _backend.pod_transport(cluster, machine, context)
 
 
@@ -85,17 +83,17 @@ def runjob_cancel(submissions, cluster, context):
 
 
 @hookimpl(tryfirst=True)
-def runjob_collect(submission, status, dest, context):
+def runjob_collect(submission, status, dest, cluster, context):
     from runjob_runpod import _backend
 
-    return _backend.collect(submission, status, dest, context)
+    return _backend.collect(submission, status, dest, cluster, context)
 
 
 @hookimpl
-def runjob_resume(submission, status, context):
+def runjob_resume(submission, status, cluster, context):
     from runjob_runpod import _backend
 
-    return _backend.resume(submission, status, context)
+    return _backend.resume(submission, status, cluster, context)
 
 
 @hookimpl

@@ -2,20 +2,25 @@
 
 * provision: find the attempt's pod by its name (a crashed run left one) or create it,
   trying ``gpu_types`` in order while RunPod answers 400 (no capacity) and skipping types
-  over ``max_usd_per_hour``; wait for RUNNING and ``ssh.direct``; pin its host key.
+  over ``max_usd_per_hour``; wait for RUNNING and ``ssh.direct``; pin its host key. What
+  runjob needs of the pod later (name, GPU, price, when it was created) is in the returned
+  :class:`Machine`'s ``data``, which the core keeps with the attempt.
 * submit: the core has staged the job's files through the pod's transport; start the job
   detached and return.
 * poll: one ``GET /pods`` for every job of the cluster, plus one SSH command per running
   pod (exit code, cancel marker, wrapper alive). A pod that is gone, EXITED or ERROR
-  under an unfinished job is LOST and ``resumable``. When a job ends, its log, progress
-  and results are copied locally (``_state.mirror_root``): the core may release the pod.
-* cancel: TERM the job's process group, copy what it left; the core then releases.
-* release: terminate the pod (unless ``keep_pod``); idempotent.
-* collect: results from the local copy (copied now if the pod is still up).
+  under an unfinished job is LOST and ``resumable``.
+* cancel: TERM the job's process group (KILL after a grace); the next poll confirms it.
+* release: terminate the pod and check that the API no longer lists it live (unless
+  ``keep_pod``); idempotent. The core calls it right after the attempt ended, once it
+  copied the attempt's log, progress and results home
+  (:mod:`runjob_core.collecting.harvest`); a paid pod never waits for a collect.
+* collect: results through ``context.transport_for(submission)``: that copy once the pod
+  is gone, the pod itself for a peek at a running job.
 
-Every pod runjob creates has a local record (``_state``) from the moment RunPod returns
-its id, so the ending of a job survives its pod; ``runjob pods`` (:mod:`runjob_runpod.cli`)
-lists the pods still paid for and can return them.
+The plugin keeps no file of its own per attempt: the core's store holds the attempt, its
+submission and its machine; ``runjob pods`` (:mod:`runjob_runpod.cli`) asks the RunPod API
+which pods runjob still pays for. A pod's pinned host key lives as long as the pod.
 """
 
 from __future__ import annotations
@@ -31,10 +36,9 @@ from runjob_core.config import parse_duration
 from runjob_core.transport import detached
 from runjob_core.errors import BackendError, RunjobError, TransportError
 from runjob_core.models import (
-    ACTIVE_STATES, CANCELLED, COMPLETED, FAILED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan,
-    Submission, TaggedJob,
+    CANCELLED, LOST, PENDING, RUNNING, TIMEOUT, Artifact, JobStatus, Machine, ResumePlan, Submission, TaggedJob,
 )
-from runjob_runpod import _api, _settings, _ssh, _state
+from runjob_runpod import _api, _settings, _ssh
 
 SOURCE = "runjob-runpod"
 NAME_PREFIX = "runjob-"
@@ -53,19 +57,24 @@ def settings_for(cluster, context) -> _settings.RunpodSettings:
     return cache[key]
 
 
-def machine_of(record: _state.PodRecord) -> Machine:
-    return Machine(id=record.pod_id, host=record.ssh_host, port=record.ssh_port or 22, user="root", source=SOURCE,
-                   data={"pod_name": record.pod_name, "gpu": f"{record.gpu_count} x {record.gpu_id}",
-                         "usd_per_hour": record.cost_per_hour})
+def machine_of(pod: _api.Pod, *, created_at: float, started_at: float | None = None) -> Machine:
+    """The :class:`Machine` of *pod*: its SSH address, and in ``data`` what the core keeps of
+    it for later (the price ``runjob status`` multiplies, when it was created and ran)."""
+    return Machine(id=pod.id, host=pod.ssh_host, port=pod.ssh_port or 22, user="root", source=SOURCE,
+                   data={"pod_name": pod.name, "gpu": f"{pod.gpu_count} x {pod.gpu_id}", "usd_per_hour": pod.cost_per_hour,
+                         "created_at": created_at, "started_at": started_at})
 
 
-def pod_transport(cluster, machine: Machine, context):
+def pod_transport(cluster, machine: Machine, context) -> _ssh.PodSSH:
     """The transport to *machine* (the core caches it per machine and invocation)."""
-    from runjob_runpod._router import PodMachine
+    return _ssh.connect(cluster, _settings.identity_file(cluster), machine.id, machine.host, machine.port, machine.user,
+                        context.state_dir, gone=context.scratchpad(SOURCE + ":gone"))
 
-    ssh = _ssh.connect(cluster, _settings.identity_file(cluster), machine.id, machine.host, machine.port, machine.user,
-                       context.state_dir)
-    return PodMachine(ssh, cluster, context)
+
+def no_standing_host(cluster):
+    """``runjob_transport`` without a machine: a RunPod cluster has no host of its own."""
+    raise TransportError(f"RunPod cluster {cluster.name!r} has no standing machine: a pod exists only while a job runs "
+                         "on it (its files are read through the job's own pod, or runjob's copy once it ended)")
 
 
 def client_for(cluster, context, settings: _settings.RunpodSettings | None = None) -> _api.RunpodClient:
@@ -151,19 +160,17 @@ def provision(job, attempt, cluster, context) -> Machine:
                       attempt=attempt.n, source=SOURCE)
     else:
         pod = _create(client, settings, job, attempt, cluster, context, pod_name(attempt.tag, job.name), public_key)
-    record = _record_for(pod, attempt, cluster)
-    _state.save(context.state_dir, record)
+    created_at = time.time()
     try:
         pod = _wait_running(client, pod, context, attempt)
-        record.ssh_host, record.ssh_port, record.cost_per_hour = pod.ssh_host, pod.ssh_port, pod.cost_per_hour
-        record.started_at = time.time()
-        _state.save(context.state_dir, record)
-        machine = machine_of(record)
+        machine = machine_of(pod, created_at=created_at, started_at=time.time())
         _connect_when_up(context.transport(cluster, machine))
     except BaseException:
         # No Machine reached the core: it cannot release this pod, so it goes here.
         try:
-            _terminate(client, record, context, why="provisioning failed")
+            client.terminate_pod(pod.id)
+            context.event(attempt.job_id, "pod_terminated", f"pod {pod.id} terminated (provisioning failed)",
+                          attempt=attempt.n, source=SOURCE, pod_id=pod.id)
         except RunjobError as exc:
             context.event(attempt.job_id, "release_failed", f"could not terminate pod {pod.id} ({exc}); it may still cost "
                           "money: run `runjob pods --terminate` or remove it in the RunPod console", attempt=attempt.n,
@@ -230,16 +237,6 @@ def _create(client, settings, job, attempt, cluster, context, name: str, public_
     raise BackendError(message)
 
 
-def _record_for(pod: _api.Pod, attempt, cluster) -> _state.PodRecord:
-    layout = attempt.layout
-    return _state.PodRecord(
-        tag=attempt.tag, job_id=attempt.job_id, attempt=attempt.n, cluster=cluster.name, pod_id=pod.id,
-        pod_name=pod.name, gpu_id=pod.gpu_id, gpu_count=pod.gpu_count, cost_per_hour=pod.cost_per_hour,
-        created_at=time.time(), job_dir=layout.job_dir, workdir=layout.workdir, log_path=layout.log_path,
-        results_dir=layout.results_dir, progress_path=layout.progress_path,
-    )
-
-
 def _wait_running(client, pod: _api.Pod, context, attempt) -> _api.Pod:
     deadline = time.monotonic() + PROVISION_TIMEOUT
     delay, last = 0.2, None
@@ -278,14 +275,14 @@ def _files(layout, script_name: str, attempt: int) -> _ssh.JobFiles:
     return _ssh.JobFiles(job_dir=layout.job_dir, script=f"{layout.job_dir}/{script_name}", log=layout.log_path, attempt=attempt)
 
 
-def _record_files(record: _state.PodRecord) -> _ssh.JobFiles:
-    return _ssh.JobFiles(job_dir=record.job_dir, script="", log=record.log_path, attempt=record.attempt)
+def _sub_files(sub: Submission) -> _ssh.JobFiles:
+    return _ssh.JobFiles(job_dir=sub.job_dir, script="", log=sub.log_path, attempt=sub.attempt)
 
 
 # ---------------------------------------------------------------------- reattach
 
 
-_POD_TAG = re.compile(r"runjob-(rj-[0-9a-z]+)-([1-9][0-9]*)-(.+)")
+POD_TAG = re.compile(r"runjob-(rj-[0-9a-z]+)-([1-9][0-9]*)-(.+)")
 
 
 def list_tagged(cluster, context) -> list[TaggedJob]:
@@ -296,7 +293,7 @@ def list_tagged(cluster, context) -> list[TaggedJob]:
     scratch = scratch_root(cluster, None, context.state_dir)
     jobs = []
     for pod in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX):
-        match = _POD_TAG.fullmatch(pod.name)
+        match = POD_TAG.fullmatch(pod.name)
         if match is None or pod.status in _GONE:
             continue
         job_id, n, name = match.groups()
@@ -319,14 +316,12 @@ def reattach(job, attempt, tag, cluster, context) -> Submission | None:
     if not found or not found[0].reachable:
         return None
     pod = found[0]
-    record = _state.load(context.state_dir, tag) or _record_for(pod, attempt, cluster)
-    record.ssh_host, record.ssh_port, record.cost_per_hour = pod.ssh_host, pod.ssh_port, pod.cost_per_hour
-    machine = machine_of(record)
+    known = attempt.machine.data if attempt.machine is not None else {}
+    machine = machine_of(pod, created_at=known.get("created_at") or time.time(), started_at=known.get("started_at"))
     transport = context.transport(cluster, machine)
-    state = _ssh.parse_status(transport.run_shell(_ssh.status_command(_record_files(record))).stdout)
+    state = _ssh.parse_status(transport.run_shell(_ssh.status_command(_files(attempt.layout, "", attempt.n))).stdout)
     if not state.started:
         return None
-    _state.save(context.state_dir, record)
     submission = attempt.submission(backend="runpod", cluster=cluster.name, backend_job_id=pod.id, source=SOURCE,
                                     extra=_extra(machine))
     return attrs.evolve(submission, machine=machine)
@@ -335,92 +330,41 @@ def reattach(job, attempt, tag, cluster, context) -> Submission | None:
 # ---------------------------------------------------------------------- poll
 
 
-def _final(record: _state.PodRecord) -> JobStatus:
-    return JobStatus(state=record.final_state, source=SOURCE, exit_code=record.exit_code, reason=record.reason,
-                     started_at=record.started_at, ended_at=record.ended_at, node=record.pod_id, resumable=record.resumable)
-
-
-def _record(context, sub: Submission) -> _state.PodRecord:
-    return _state.load(context.state_dir, sub.tag) or _record_from_submission(sub)
-
-
-def _transport(cluster, record: _state.PodRecord, context):
-    return context.transport(cluster, machine_of(record))
-
-
 def poll(submissions, cluster, context) -> dict[str, JobStatus]:
+    """One API list for every pod, then one SSH status read per running pod. Nothing is
+    returned or copied here: the core harvests and releases an attempt that ended."""
     if not submissions:
         return {}
-    records = {s.backend_job_id: _record(context, s) for s in submissions}
-    answer: dict[str, JobStatus] = {}
-    open_ones, cancelled = [], []
-    for sub in submissions:
-        record = records[sub.backend_job_id]
-        if record.final_state == CANCELLED and record.terminated_at is not None and not record.gone_confirmed:
-            cancelled.append(sub)  # ended by a cancel: confirmed once the API no longer shows the pod live
-        elif record.final_state:
-            answer[sub.backend_job_id] = _final(record)
-        else:
-            open_ones.append(sub)
-    if not (open_ones or cancelled):
-        return answer
     pods = {p.id: p for p in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX)}
-    for sub in cancelled:
-        answer[sub.backend_job_id] = _confirm_gone(cluster, records[sub.backend_job_id], pods.get(sub.backend_job_id), context)
-    for sub in open_ones:
-        record = records[sub.backend_job_id]
-        pod = pods.get(sub.backend_job_id)
-        status = _status_of(cluster, pod, record, context)
-        if status.terminal:
-            _finish(cluster, record, status, context, harvest=pod is not None and pod.reachable)
-        answer[sub.backend_job_id] = status
-    return answer
+    return {sub.backend_job_id: _status_of(cluster, pods.get(sub.backend_job_id), sub, context) for sub in submissions}
 
 
-def _record_from_submission(sub: Submission) -> _state.PodRecord:
-    extra, machine = sub.extra, sub.machine
-    return _state.PodRecord(
-        tag=sub.tag, job_id=sub.job_id, attempt=sub.attempt, cluster=sub.cluster, pod_id=sub.backend_job_id,
-        pod_name=extra.get("pod_name", ""), gpu_id=None, gpu_count=0, cost_per_hour=float(extra.get("usd_per_hour", 0) or 0),
-        created_at=sub.submitted_at, job_dir=sub.job_dir, workdir=sub.workdir, log_path=sub.log_path,
-        results_dir=sub.results_dir, progress_path=sub.progress_path,
-        ssh_host=machine.host if machine else None, ssh_port=machine.port if machine else None,
-    )
-
-
-def _confirm_gone(cluster, record: _state.PodRecord, pod, context) -> JobStatus:
-    """A cancelled attempt's pod as the API lists it: gone (or stopped) confirms the cancel;
-    still live, the terminate is asked again and the attempt is reported as still running."""
-    if pod is not None and pod.status not in (_api.EXITED, _api.ERROR, _api.TERMINATED):
-        client_for(cluster, context).terminate_pod(record.pod_id)
-        return JobStatus(state=RUNNING, source=SOURCE, node=pod.id,
-                         reason=f"pod {pod.id} is still {pod.status} per the RunPod API after runjob asked to terminate it")
-    record.gone_confirmed = True
-    _state.save(context.state_dir, record)
-    return _final(record)
-
-
-def _status_of(cluster, pod, record, context) -> JobStatus:
+def _status_of(cluster, pod, sub: Submission, context) -> JobStatus:
     # A pod that vanished or stopped under its job is a lost machine; the work can go on
     # on a new pod (from a network volume or the Hub), so it is resumable.
+    if pod is None or pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
+        # Its files went with it: this invocation's reads of them find nothing (the core's
+        # last log read and copy home), instead of waiting on a vanished host.
+        context.scratchpad(SOURCE + ":gone")[sub.backend_job_id] = "gone" if pod is None else pod.status
+    stopped = context.scratchpad(SOURCE + ":stopped-by-terminate").get(sub.backend_job_id)
+    if stopped and (pod is None or pod.status not in _LIVE):
+        # This invocation's cancel could stop the job only by terminating its pod: cancelled.
+        return JobStatus(state=CANCELLED, source=SOURCE, node=sub.backend_job_id, ended_at=time.time(), reason=stopped)
     if pod is None:
-        return JobStatus(state=LOST, source=SOURCE, node=record.pod_id, ended_at=time.time(), resumable=True,
-                         reason=f"pod {record.pod_id} is gone (terminated outside runjob, or RunPod lost its host)")
+        return JobStatus(state=LOST, source=SOURCE, node=sub.backend_job_id, ended_at=time.time(), resumable=True,
+                         reason=f"pod {sub.backend_job_id} is gone (terminated outside runjob, or RunPod lost its host)")
     if pod.status in (_api.EXITED, _api.ERROR, _api.TERMINATED):
         return JobStatus(state=LOST, source=SOURCE, node=pod.id, ended_at=time.time(), resumable=True,
                          reason=f"pod {pod.id} is {pod.status} under an unfinished job (stopped by RunPod: balance, host failure "
                                 "or reclaim)")
     if not pod.reachable:
         return JobStatus(state=PENDING, source=SOURCE, node=pod.id, reason=f"pod {pod.status}")
-    if (record.ssh_host, record.ssh_port) != (pod.ssh_host, pod.ssh_port):
-        # A restarted pod has a new port: same pod, same pinned host key.
-        record.ssh_host, record.ssh_port = pod.ssh_host, pod.ssh_port
-        _state.save(context.state_dir, record)
     # An unreachable pod (or one showing another host key) raises TransportError: the
     # monitor records a transient event for the cycle and tries again.
-    result = _transport(cluster, record, context).run_shell(_ssh.status_command(_record_files(record)), timeout=60)
+    result = _pod(cluster, sub, pod, context).run_shell(_ssh.status_command(_sub_files(sub)), timeout=60)
     state = _ssh.parse_status(result.stdout)
-    status = detached.decide(state, source=SOURCE, started_at=record.started_at, node=pod.id)
+    started = sub.machine.data.get("started_at") if sub.machine is not None else None
+    status = detached.decide(state, source=SOURCE, started_at=started, node=pod.id)
     if status.state == LOST:
         return attrs.evolve(status, reason="the job's process on the pod ended without an exit code (killed)")
     if status.state == PENDING:
@@ -428,179 +372,152 @@ def _status_of(cluster, pod, record, context) -> JobStatus:
     return status
 
 
-def _finish(cluster, record: _state.PodRecord, status: JobStatus, context, *, harvest: bool) -> None:
-    """Record the ending and copy what the job left while its pod is up: the core
-    releases the pod of an attempt that did not complete right after this cycle."""
-    record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
-    record.resumable = status.resumable
-    record.ended_at = status.ended_at or time.time()
-    if harvest and record.ssh_host:
-        _harvest(cluster, record, context)
-    record.harvested = True
-    _state.save(context.state_dir, record)
-    # Everything the job left is home: the pod goes now, whoever collects and whenever
-    # (a paid pod must not wait for a `runjob collect` that may never come).
-    _return_pod(cluster, record, context, why=f"job {status.state}")
-
-
-def _return_pod(cluster, record: _state.PodRecord, context, *, why: str) -> None:
-    settings = settings_for(cluster, context)
-    if settings.keep_pod or record.terminated_at is not None:
-        return
-    _terminate(client_for(cluster, context, settings), record, context, why=why)
-
-
-def _harvest(cluster, record: _state.PodRecord, context) -> None:
-    """Copy the log, progress file and results of *record*'s job off its pod."""
-    mirror = _state.mirror_root(context.state_dir, record.job_id)
-    transport = _transport(cluster, record, context)
-    for path in (record.log_path, record.progress_path):
-        if transport.stat(path) is not None:
-            transport.get_file(path, Path(str(mirror) + path))
-    from runjob_core import collecting
-
-    local_results = Path(str(mirror) + record.results_dir)
-    for info in transport.listdir_recursive(record.results_dir):
-        # The job names its files: each lands inside the mirror or not at all (collect then
-        # reports what it could not place).
-        target, _why = collecting.destination(local_results, info.path)
-        if target is not None:
-            transport.get_file(f"{record.results_dir.rstrip('/')}/{info.path}", target)
-
-
-def _terminate(client, record: _state.PodRecord, context, *, why: str) -> None:
-    client.terminate_pod(record.pod_id)
-    record.terminated_at = time.time()
-    _state.save(context.state_dir, record)
-    if record.harvested:
-        context.scratchpad(SOURCE + ":ended")[record.pod_id] = record
-    context.event(record.job_id, "pod_terminated",
-                  f"pod {record.pod_id} terminated ({why}); about ${record.accrued_usd():.2f} at ${record.cost_per_hour:.2f}/h",
-                  attempt=record.attempt, source=SOURCE, pod_id=record.pod_id, usd=round(record.accrued_usd(), 4))
+def _pod(cluster, sub: Submission, pod: _api.Pod | None, context):
+    """The transport to *sub*'s pod, at the address the API gives now (a restarted pod has
+    a new port: same pod, same pinned host key)."""
+    machine = sub.machine or Machine(id=sub.backend_job_id, host=None, port=22, user="root", source=SOURCE)
+    if pod is not None and pod.reachable:
+        machine = attrs.evolve(machine, host=pod.ssh_host, port=pod.ssh_port or 22)
+    return context.transport(cluster, machine)
 
 
 # ---------------------------------------------------------------------- release
 
 
+#: After a terminate, how long the API may keep listing the pod live before the release
+#: counts as failed (the core then tries again on the next `runjob status`).
+TERMINATE_CONFIRM = (0.5, 1.0, 2.0, 4.0)
+
+
 def release(machine: Machine, submission: Submission | None, cluster, reason: str, context) -> None:
-    """Terminate the pod (idempotent: a pod already gone is fine), unless ``keep_pod``."""
-    record = None
-    if submission is not None:
-        record = _record(context, submission)
-    else:
-        record = next((r for r in _state.all_records(context.state_dir) if r.pod_id == machine.id), None)
+    """Terminate the pod (idempotent: a pod already gone is fine) and check that the API no
+    longer lists it live, unless ``keep_pod``. A pod the API still lists live is a
+    :class:`BackendError`: the core records the release as failed and asks again."""
+    job_id, n = (submission.job_id, submission.attempt) if submission is not None else (None, None)
     settings = settings_for(cluster, context)
+    price = float(machine.data.get("usd_per_hour") or 0)
     if settings.keep_pod:
-        if record is not None:
-            context.event(record.job_id, "pod_kept", f"pod {machine.id} kept running (keep_pod: true); it costs "
-                          f"${record.cost_per_hour:.2f}/h until you terminate it", attempt=record.attempt, source=SOURCE)
+        context.event(job_id, "pod_kept", f"pod {machine.id} kept running (keep_pod: true); it costs "
+                      f"${price:.2f}/h until you terminate it", attempt=n, source=SOURCE, pod_id=machine.id)
         return
     client = client_for(cluster, context, settings)
-    if record is None:
+    client.terminate_pod(machine.id)
+    for delay in (*TERMINATE_CONFIRM, None):
+        try:
+            pod = client.get_pod(machine.id)
+        except _api.PodGone:
+            break
+        if pod.status not in _LIVE:
+            break
+        if delay is None:
+            raise BackendError(f"pod {machine.id} is still {pod.status} per the RunPod API after runjob asked to terminate it")
+        time.sleep(delay)
         client.terminate_pod(machine.id)
-        return
-    if record.terminated_at is None:
-        _terminate(client, record, context, why=reason)
+    _ssh.forget_pin(context.state_dir, machine.id)  # the key of a pod that is gone protects nothing
+    usd = pod_cost(machine, time.time())
+    context.event(job_id, "pod_terminated", f"pod {machine.id} terminated ({reason}); about ${usd:.2f} at ${price:.2f}/h",
+                  attempt=n, source=SOURCE, pod_id=machine.id, usd=round(usd, 4))
+
+
+def pod_cost(machine: Machine, end: float) -> float:
+    """What the pod cost from its creation to *end*, at RunPod's price for it."""
+    created = machine.data.get("created_at")
+    if not created:
+        return 0.0
+    return float(machine.data.get("usd_per_hour") or 0) * max(0.0, end - float(created)) / 3600.0
 
 
 # ---------------------------------------------------------------------- cancel
 
 
 def cancel(submissions, cluster, context) -> list[str]:
-    """Stop each job (TERM, then KILL after a grace) and copy what it left; the core then
-    releases the pods."""
+    """TERM each job's process group (KILL after a grace); the next poll confirms the job
+    ended and the core then harvests and releases its pod. A pod that cannot be reached is
+    terminated instead: nothing else would stop its job (this invocation's poll then says
+    CANCELLED, not LOST, so it is not resumed)."""
+    pods = {p.id: p for p in client_for(cluster, context).list_pods(name_prefix=NAME_PREFIX)}
     done = []
     for sub in submissions:
-        record = _record(context, sub)
-        if record.final_state:
-            done.append(sub.backend_job_id)  # already ended: keep its own ending
+        pod = pods.get(sub.backend_job_id)
+        if pod is None or pod.status not in _LIVE:
+            done.append(sub.backend_job_id)  # no pod runs it: the next poll says LOST
             continue
-        status = JobStatus(state=CANCELLED, source=SOURCE, ended_at=time.time(), node=record.pod_id, reason="cancelled")
-        reachable = False
-        if record.ssh_host and record.live:
-            try:
-                transport = _transport(cluster, record, context)
-                transport.run_shell(_ssh.cancel_command(_record_files(record)), timeout=60)
-                status = _after_cancel(transport, record) or status
-                reachable = True
-            except TransportError:
-                pass  # the pod is released next either way: that stops the job too
-        record.final_state, record.exit_code, record.reason = status.state, status.exit_code, status.reason
-        record.ended_at = status.ended_at or time.time()
-        if reachable:
-            try:
-                _harvest(cluster, record, context)
-            except TransportError:
-                pass  # a log we cannot fetch does not keep a paid pod alive
-        record.harvested = True
-        _state.save(context.state_dir, record)
-        _return_pod(cluster, record, context, why="cancelled")
+        try:
+            if not pod.reachable:
+                raise TransportError(f"pod {pod.id} is {pod.status}, not reachable over SSH yet")
+            _pod(cluster, sub, pod, context).run_shell(_ssh.cancel_command(_sub_files(sub)), timeout=60)
+        except TransportError as exc:
+            client_for(cluster, context).terminate_pod(pod.id)
+            context.scratchpad(SOURCE + ":stopped-by-terminate")[pod.id] = f"cancelled: pod {pod.id} terminated, unreachable"
+            context.event(sub.job_id, "pod_terminated", f"pod {pod.id} terminated to stop its job: it could not be reached "
+                          f"({exc})", attempt=sub.attempt, source=SOURCE, pod_id=pod.id)
         done.append(sub.backend_job_id)
     return done
-
-
-def _after_cancel(transport, record) -> JobStatus | None:
-    """Wait (up to the kill grace) for the job to go; its own ending if it beat the cancel."""
-    deadline = time.monotonic() + _ssh.KILL_GRACE + 5
-    while time.monotonic() < deadline:
-        state = _ssh.parse_status(transport.run_shell(_ssh.status_command(_record_files(record))).stdout)
-        if state.exit_code is not None and not state.cancelled:
-            return detached.decide(state, source=SOURCE, node=record.pod_id)
-        if not state.alive:
-            return None
-        time.sleep(0.3)
-    return None
 
 
 # ---------------------------------------------------------------------- collect
 
 
-def collect(submission: Submission, status: JobStatus, dest: Path, context) -> list[Artifact]:
-    """Copy the pod's results into *dest*. Of a running job (a peek) the copy is taken and the
-    pod left as it is: only a harvest after the job ended is final (and lets the pod go)."""
-    cluster = context.clusters[submission.cluster]
-    record = _state.load(context.state_dir, submission.tag)
-    if record is None:
-        return []
-    if record.live and not record.harvested and record.ssh_host:
-        _harvest(cluster, record, context)
-        if status.state not in ACTIVE_STATES:
-            record.harvested = True
-            _state.save(context.state_dir, record)
-    source = Path(str(_state.mirror_root(context.state_dir, record.job_id)) + record.results_dir)
-    if not source.is_dir():
-        return []
+def collect(submission: Submission, status: JobStatus, dest: Path, cluster, context) -> list[Artifact]:
+    """Copy the attempt's results into *dest* through ``context.transport_for(submission)``:
+    runjob's copy once the pod was returned, the pod itself for a peek at a running job."""
+    transport = context.transport_for(submission)
+    files, copied, rows, problems = _download(transport, submission.results_dir, dest)
+    machine = submission.machine
+    artifacts = []
+    if machine is not None:
+        # What the attempt's pod cost (creation to its release, at RunPod's own price for it).
+        released = context.store.attempt(submission.job_id, submission.attempt).released_at
+        usd = round(pod_cost(machine, released or time.time()), 4)
+        price = float(machine.data.get("usd_per_hour") or 0)
+        artifacts.append(Artifact(name="pod-cost", kind="cost", location=f"pod {machine.id}: ${usd:.2f} at ${price:.2f}/h",
+                                  source=SOURCE, data={"usd": usd, "usd_per_hour": price, "pod_id": machine.id,
+                                                       "gpu": machine.data.get("gpu")}))
+    # What the job measured: the GPU peak its log (copied off the pod) reports, beside the estimate.
+    from runjob_core.estimator import measured
+    from runjob_core.transport import harvested
+
+    if harvested.is_harvested(context.state_dir, submission.tag):
+        log = harvested.local_path(harvested.folder(context.state_dir, submission.tag), submission.log_path)
+        memory = measured.log_file_artifact(context.store.get_job(submission.job_id).spec, cluster, str(log), SOURCE)
+        artifacts += [memory] if memory else []
+    if not files:
+        return [*artifacts, *problems]
+    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
+                     data={"files": files, "copied": copied, "from": f"pod {submission.backend_job_id}:{submission.results_dir}"}),
+            *artifacts, *problems]
+
+
+def _download(transport, results_dir: str, dest: Path) -> tuple[list[str], int, int, list[Artifact]]:
+    """Every file under *results_dir* into *dest*, each through ``collecting.destination``:
+    ``(files, copied, rows, problems)``."""
     from runjob_core import collecting
 
-    files, copied, rows, problems = collecting.copy_tree(source, dest, SOURCE)
-    # What the attempt's pod cost (creation to termination, at RunPod's own price for it).
-    usd = round(record.accrued_usd(), 4)
-    cost = Artifact(name="pod-cost", kind="cost", location=f"pod {record.pod_id}: ${usd:.2f} at ${record.cost_per_hour:.2f}/h",
-                    source=SOURCE, data={"usd": usd, "usd_per_hour": record.cost_per_hour, "pod_id": record.pod_id,
-                                         "gpu": f"{record.gpu_count} x {record.gpu_id}"})
-    # What the job measured: the GPU peak its log (copied off the pod) reports, beside the estimate
-    from runjob_core.estimator import measured
-
-    memory = measured.log_file_artifact(context.store.get_job(record.job_id).spec, cluster,
-                                        str(_state.mirror_root(context.state_dir, record.job_id)) + record.log_path, SOURCE)
-    extra = [memory] if memory else []
-    if not files:
-        return [cost, *problems, *extra]
-    return [Artifact(name="results", kind="results", location=str(dest), source=SOURCE, rows=rows,
-                     data={"files": files, "copied": copied, "from": f"pod {record.pod_id}:{record.results_dir}"}), cost,
-            *problems, *extra]
+    root = results_dir.rstrip("/")
+    files, copied, rows, problems = [], 0, 0, []
+    for info in transport.listdir_recursive(root):
+        target, why = collecting.destination(dest, info.path)
+        if target is None:
+            problems.append(collecting.skipped(info.path, why, SOURCE))
+            continue
+        files.append(info.path)
+        if not (target.is_file() and target.stat().st_size == info.size and target.stat().st_mtime >= info.mtime):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            transport.get_file(f"{root}/{info.path}", target)
+            copied += 1
+        rows += collecting.count_rows(target)
+    return files, copied, rows, problems
 
 
 # ---------------------------------------------------------------------- resume
 
 
-def resume(submission: Submission, status: JobStatus, context) -> ResumePlan | None:
+def resume(submission: Submission, status: JobStatus, cluster, context) -> ResumePlan | None:
     """How a job continues on a new pod. A pod's own disk goes with the pod: only a network
     volume mounted at scratch_path (or what the job pushed to the Hub) survives. On a
     volume the job folder, results and checkpoints are there again on the new pod, where
     the job finds its checkpoint itself (no pod runs now to look for it)."""
-    cluster = context.clusters.get(submission.cluster)
-    if cluster is None or status.state not in (LOST, TIMEOUT):
+    if status.state not in (LOST, TIMEOUT):
         return None
     settings = settings_for(cluster, context)
     if settings.network_volume_id:

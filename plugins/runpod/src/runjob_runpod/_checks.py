@@ -46,6 +46,8 @@ def _cost_estimate(job, cluster, context, catalog) -> Estimate | None:
     hours = parse_duration(job.resources.time) / 3600.0
     total = worst * hours
     data["usd_max_total"] = round(total, 2)
+    if settings.max_usd_total is not None:  # shared by a sweep's elements on this cluster (runjob_core.sweep._budget)
+        data["usd_budget_total"] = settings.max_usd_total
     summary = f"up to ${total:.2f} on RunPod (${worst:.2f}/h x {hours:g} h time limit, {count} GPU(s))"
     if settings.max_usd_total is not None and total > settings.max_usd_total:
         return Estimate(source=SOURCE, fits=False, data=data, summary=f"{summary}: over max_usd_total={settings.max_usd_total:g}",

@@ -2,7 +2,8 @@
 
 *Host keys.* A pod's host key cannot be known before the pod exists. For a pod runjob
 created itself, the first key it is shown is accepted (trust on first use) and pinned for
-the pod's life in ``<state dir>/runpod/hostkeys/<pod id>.known_hosts``; every later
+the pod's life in ``<state dir>/runpod/hostkeys/<pod id>.known_hosts`` (dropped when the
+pod is released); every later
 connection, even to a new address or port after a restart, must show that same key, or
 it is refused. The connection itself is :class:`runjob_core.ssh.SSHTransport` (paramiko),
 given the pin file as its ``known_hosts``.
@@ -43,6 +44,11 @@ def pin_path(state_dir: Path, pod_id: str) -> Path:
     return state_dir / "runpod" / "hostkeys" / (re.sub(r"[^A-Za-z0-9._-]", "_", pod_id) + ".known_hosts")
 
 
+def forget_pin(state_dir: Path, pod_id: str) -> None:
+    """Drop the pin of a pod that is gone (its key protects nothing any more)."""
+    pin_path(state_dir, pod_id).unlink(missing_ok=True)
+
+
 def _pinned_key(pins: Path) -> tuple[str, str] | None:
     if not pins.is_file():
         return None
@@ -60,12 +66,15 @@ def _address(host: str, port: int) -> str:
 class PodSSH(SSHTransport):
     """An SSH transport to one pod, its host key pinned on first contact."""
 
-    def __init__(self, cluster: ClusterConfig, pod_id: str, pins: Path) -> None:
+    def __init__(self, cluster: ClusterConfig, pod_id: str, pins: Path, gone: dict[str, str] | None = None) -> None:
         advice = (f"runjob pinned pod {pod_id}'s key when it created the pod ({pins}); refusing to connect: "
                   "it is not the machine runjob rented")
         super().__init__(cluster, host_key_advice=advice)
         self.pod_id = pod_id
         self.pins = pins
+        #: Pods this invocation's poll found gone (id -> why): their files went with them, so
+        #: reads find nothing instead of waiting on a connection to a host that vanished.
+        self.gone = gone if gone is not None else {}
         self.label = f"ssh root@{cluster.host}:{cluster.port} (pod {pod_id})"
 
     def home(self) -> str:
@@ -74,9 +83,23 @@ class PodSSH(SSHTransport):
     def expand(self, path: str) -> str:
         return expand(path)
 
+    def stat(self, path: str):
+        return None if self.pod_id in self.gone else super().stat(path)
+
+    def read_from(self, path: str, offset: int, limit: int = 8 << 20) -> bytes:
+        return b"" if self.pod_id in self.gone else super().read_from(path, offset, limit)
+
+    def listdir_recursive(self, path: str):
+        return [] if self.pod_id in self.gone else super().listdir_recursive(path)
+
+    def get_file(self, path: str, local: Path) -> None:
+        if self.pod_id in self.gone:
+            raise TransportError(f"pod {self.pod_id} is gone ({self.gone[self.pod_id]}): {path} went with it")
+        super().get_file(path, local)
+
 
 def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str | None, port: int | None,
-            user: str | None, state_dir: Path) -> PodSSH:
+            user: str | None, state_dir: Path, gone: dict[str, str] | None = None) -> PodSSH:
     """A transport to pod *pod_id* at *host*:*port*, pinning its host key."""
     if not (host and port):
         raise TransportError(f"pod {pod_id} has no direct SSH address yet")
@@ -95,7 +118,7 @@ def connect(cluster: ClusterConfig, identity_file: str, pod_id: str, host: str |
         cluster, host=host, port=port, user=user or "root", identity_file=identity_file,
         known_hosts=str(pins), allow_unknown_host=pinned is None, proxy_jump=None,
     )
-    return PodSSH(config, pod_id, pins)
+    return PodSSH(config, pod_id, pins, gone)
 
 
 # ---------------------------------------------------------------------- job control

@@ -21,12 +21,11 @@ def command(terminate: bool, as_json: bool) -> None:
     """
     from runjob_core import lifecycle
     from runjob_core.errors import RunjobError
-    from runjob_runpod import _backend, _state
+    from runjob_runpod import _backend
 
     context = lifecycle.open_context()
     rows, problems = [], []
     try:
-        records = {r.pod_id: r for r in _state.all_records(context.state_dir)}
         for cluster in [c for c in context.clusters.values() if c.type == "runpod"]:
             try:
                 client = _backend.client_for(cluster, context)
@@ -35,20 +34,17 @@ def command(terminate: bool, as_json: bool) -> None:
                 problems.append(f"{cluster.name}: {exc}")
                 continue
             for pod in pods:
-                record = records.get(pod.id)
-                accrued = record.accrued_usd() if record else None
+                job_id, machine = _attempt_of(context, pod)
+                accrued = _backend.pod_cost(machine, time.time()) if machine is not None else None
                 row = {"cluster": cluster.name, "pod": pod.id, "name": pod.name, "status": pod.status,
                        "gpu": f"{pod.gpu_count} x {pod.gpu_id}", "usd_per_hour": pod.cost_per_hour,
-                       "usd_so_far": None if accrued is None else round(accrued, 2),
-                       "job": record.job_id if record else None, "terminated": False}
+                       "usd_so_far": None if accrued is None else round(accrued, 2), "job": job_id, "terminated": False}
                 if terminate:
                     client.terminate_pod(pod.id)
                     row["terminated"] = True
-                    if record is not None:
-                        record.terminated_at = time.time()
-                        _state.save(context.state_dir, record)
-                        context.event(record.job_id, "pod_terminated", f"pod {pod.id} terminated by runjob pods --terminate",
-                                      attempt=record.attempt, source=_backend.SOURCE, pod_id=pod.id)
+                    if job_id is not None:
+                        context.event(job_id, "pod_terminated", f"pod {pod.id} terminated by runjob pods --terminate",
+                                      source=_backend.SOURCE, pod_id=pod.id)
                 rows.append(row)
     finally:
         context.close()
@@ -66,3 +62,17 @@ def command(terminate: bool, as_json: bool) -> None:
             click.echo(f"error: {problem}", err=True)
     if problems:
         sys.exit(1)
+
+
+def _attempt_of(context, pod):
+    """The job a pod runs (from its name, which carries the attempt's tag) and the machine
+    the store keeps for that attempt, when runjob recorded one."""
+    from runjob_runpod import _backend
+
+    match = _backend.POD_TAG.fullmatch(pod.name)
+    if match is None:
+        return None, None
+    job_id, n = match.group(1), int(match.group(2))
+    # None when the pod's job is not in this project's store (another project rented it).
+    attempt = next((a for a in context.store.attempts(job_id) if a.n == n), None)
+    return job_id, attempt.machine if attempt is not None else None

@@ -479,6 +479,18 @@ def cluster_config(fake: FakeRunpod, identity_file: Path, name: str = "pods", **
                          options=RunpodSettings(**values))
 
 
+def only_job(home: Path | None = None):
+    """The one job in the current project's store (its row): what a test ran."""
+    from runjob_core import lifecycle
+
+    context = lifecycle.open_context()
+    try:
+        (row,) = context.store.list_jobs()
+        return row
+    finally:
+        context.close()
+
+
 # ---------------------------------------------------------------------- pytest fixtures
 
 try:
