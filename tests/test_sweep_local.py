@@ -94,6 +94,8 @@ def test_grid_with_one_failing_element_then_resume_only_it(runjob_home):
     assert "element failing on purpose" in runjob("logs", "grid/lr=0.3,seed=2", cwd=runjob_home, check=0).stdout
     assert json.loads(runjob("report", f"{state['sweep']['id']}/lr-0.3_seed-2", "--json", cwd=runjob_home,
                              check=0).stdout)["job"]["id"] == one["id"]
+    shown = runjob("status", "grid", "--no-refresh", cwd=runjob_home, check=0).stdout
+    assert "one element: grid/0, grid/lr-0.1_seed-1 or grid/lr=0.1,seed=1" in shown
     unknown = runjob("report", "grid/lr=0.5", cwd=runjob_home, check=1).stderr
     assert "grid/lr=0.5: no element of sweep grid has lr=0.5 (lr takes 0.1, 0.3)" in unknown
     assert "Traceback" not in unknown and len(unknown.strip().splitlines()) == 1

@@ -232,8 +232,11 @@ def print_elements(row, table: list[dict]) -> None:
     click.echo("\n".join(_plaintable.render(columns, rows, width=_plaintable.terminal_width(), whole=("#", "job id", "state"),
                                             drop_order=("outcome",))))
     if table:
+        import re
+
         example = ",".join(f"{k}={v}" for k, v in table[0]["values"].items())
-        click.echo(f"one element: {row.name}/0, {row.name}/{table[0]['name']} or {row.name}/{example} "
+        by_values = f" or {row.name}/{example}" if re.fullmatch(r"[A-Za-z0-9._,=/+-]+", example) else ""  # shell-safe only
+        click.echo(f"one element: {row.name}/0, {row.name}/{table[0]['name']}{by_values} "
                    "(status, report, logs, cancel, resume)")
 
 
