@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from runjob_core import _plugin_errors, config, plugins, staging, templating
+from runjob_core.transport import harvested
 from runjob_core.transport.held import HeldTree, hold_tree
 
 from runjob_core.collecting import manifest as _results_folder
@@ -495,9 +496,14 @@ def release(context: RunContext, job_id: str, n: int, machine: Machine, submissi
 
 
 def release_attempt(context: RunContext, row: JobRow, attempt: AttemptRow, *, reason: str) -> None:
-    """Release the machine of a recorded attempt if it has one and it is not released yet."""
+    """Release the machine of a recorded attempt if it has one and it is not released yet,
+    and its files are home: a submitted attempt's machine goes back only through
+    :mod:`runjob_core.collecting.harvest`, which copies them first (and retries a failed copy)."""
     machine = attempt.machine
     if machine is None or attempt.released_at is not None:
+        return
+    submission = attempt.submission
+    if submission is not None and not harvested.is_harvested(context.state_dir, submission.tag):
         return
     release(context, row.id, attempt.n, machine, attempt.submission, job_cluster(context, row), reason=reason)
 

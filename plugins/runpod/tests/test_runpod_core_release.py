@@ -160,3 +160,33 @@ def test_a_terminate_that_did_not_take_is_asked_again(runjob_home, fake_runpod, 
         assert fake_runpod.live_pods() == []
     finally:
         context.close()
+
+
+def test_a_copy_that_failed_keeps_the_pod_until_a_later_cycle_copies_it(runjob_home, fake_runpod, pod_key, monkeypatch):
+    job_file = _setup(runjob_home, fake_runpod, pod_key, JOB.replace("mkdir -p", "exit 3; mkdir -p"))
+    real_copy = harvest._copy
+
+    def unreachable(transport, submission, root):
+        from runjob_core.errors import TransportError
+
+        raise TransportError("connection reset by the pod's host")
+
+    context = lifecycle.open_context()
+    try:
+        job = lifecycle.config.load_job(job_file)
+        row, submission = lifecycle.submit(context, job, lifecycle.cluster_for(context, job))
+        monkeypatch.setattr(harvest, "_copy", unreachable)
+        wait_until(lambda: monitor.cycle(context, [row.id]) is not None
+                   and context.store.latest_attempt(row.id).state == "FAILED", what="the pod job to fail")
+        # The attempt ended, its files could not be copied: the pod is kept (nothing released).
+        assert context.store.latest_attempt(row.id).released_at is None
+        assert [p.id for p in fake_runpod.live_pods()] == [submission.backend_job_id]
+        assert _kinds(context, row.id, "harvest_failed", "released") == ["harvest_failed"]
+        monkeypatch.setattr(harvest, "_copy", real_copy)
+        monkeypatch.setattr(harvest, "RETRY_SECONDS", 0.0)
+        monitor.cycle(context, [row.id])
+        assert context.store.latest_attempt(row.id).released_at is not None and fake_runpod.live_pods() == []
+        copy = context.transport_for(context.store.latest_attempt(row.id).submission)
+        assert f"hello from {submission.backend_job_id}" in copy.read_text(submission.log_path)
+    finally:
+        context.close()
