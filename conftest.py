@@ -27,46 +27,27 @@ def _environment_given_back():
 def _signals_given_back():
     """A test that leaves SIGINT ignored or blocked in its worker fails here, by name, and the
     worker gets it back: every later child process of that worker would inherit it (an ignored
-    or blocked SIGINT survives exec), and `runjob dashboard --serve` would never see its Ctrl-C
-    (three dashboard tests of one xdist worker timed out that way on a full run)."""
+    or blocked SIGINT survives exec), and `runjob dashboard --serve` would never see its Ctrl-C.
+    Read from the kernel (/proc/self/status), not only from Python: C code (``system()``, a
+    library's sigaction) changes the disposition without Python's signal module knowing. Full
+    runs saw a dashboard child start with SIGINT and SIGQUIT ignored, system()'s signature."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    handler, blocked = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    before = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []), _kernel_masks())
     yield
-    now_handler, now_blocked = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    if now_handler is not handler or now_blocked != blocked:
-        signal.signal(signal.SIGINT, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        pytest.fail(f"this test left SIGINT's handler {handler!r} -> {now_handler!r}, blocked signals "
-                    f"{sorted(blocked)} -> {sorted(now_blocked)} (given back now)")
+    after = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []), _kernel_masks())
+    if after != before:
+        signal.signal(signal.SIGINT, before[0])  # also resets the kernel's disposition of SIGINT
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
+        pytest.fail(f"this test left the worker's SIGINT handling changed: (Python handler, blocked, kernel "
+                    f"SigIgn/SigBlk) {before!r} -> {after!r} (SIGINT given back now)")
 
 
-def pytest_terminal_summary(terminalreporter):
-    """The chaos suite's figures (tests/chaos), printed once by the controller process."""
-    import json
-    import os
-    from pathlib import Path
-
-    path = Path("/tmp") / f"runjob-chaos-tally-{os.getuid()}-{os.getpid()}.jsonl"
-    if not path.exists():
-        return
-    fields = ("trials", "failures", "duplicate_submissions", "duplicated_rows", "lost_rows", "tracebacks")
-    tally: dict = {}
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        row = tally.setdefault(entry.pop("scenario"), dict.fromkeys(fields, 0))
-        for key, value in entry.items():
-            row[key] += value
-    path.unlink()
-    write = terminalreporter.write_line
-    terminalreporter.section("chaos suite")
-    write(f"{'scenario':<36}" + "".join(f"{f.replace('_', ' '):>22}" for f in fields))
-    total = {f: sum(row[f] for row in tally.values()) for f in fields}
-    for scenario, row in [*sorted(tally.items()), ("total", total)]:
-        write(f"{scenario:<36}" + "".join(f"{row[f]:>22}" for f in fields))
-    if os.environ.get("RUNJOB_CHAOS_REPORT"):
-        Path(os.environ["RUNJOB_CHAOS_REPORT"]).write_text(json.dumps({"scenarios": tally, "total": total}, indent=2))
+def _kernel_masks() -> tuple[str, ...]:
+    """This thread's ignored and blocked signal sets as the kernel holds them."""
+    with open("/proc/thread-self/status") as status:
+        return tuple(line.split()[1] for line in status if line.startswith(("SigIgn", "SigBlk")))
