@@ -51,3 +51,30 @@ def _kernel_masks() -> tuple[str, ...]:
     """This thread's ignored and blocked signal sets as the kernel holds them."""
     with open("/proc/thread-self/status") as status:
         return tuple(line.split()[1] for line in status if line.startswith(("SigIgn", "SigBlk")))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The chaos suite's figures (tests/chaos), printed once by the controller process."""
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path("/tmp") / f"runjob-chaos-tally-{os.getuid()}-{os.getpid()}.jsonl"
+    if not path.exists():
+        return
+    fields = ("trials", "failures", "duplicate_submissions", "duplicated_rows", "lost_rows", "tracebacks")
+    tally: dict = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        row = tally.setdefault(entry.pop("scenario"), dict.fromkeys(fields, 0))
+        for key, value in entry.items():
+            row[key] += value
+    path.unlink()
+    write = terminalreporter.write_line
+    terminalreporter.section("chaos suite")
+    write(f"{'scenario':<36}" + "".join(f"{f.replace('_', ' '):>22}" for f in fields))
+    total = {f: sum(row[f] for row in tally.values()) for f in fields}
+    for scenario, row in [*sorted(tally.items()), ("total", total)]:
+        write(f"{scenario:<36}" + "".join(f"{row[f]:>22}" for f in fields))
+    if os.environ.get("RUNJOB_CHAOS_REPORT"):
+        Path(os.environ["RUNJOB_CHAOS_REPORT"]).write_text(json.dumps({"scenarios": tally, "total": total}, indent=2))
