@@ -27,22 +27,30 @@ def _environment_given_back():
 def _signals_given_back():
     """A test that leaves SIGINT ignored or blocked in its worker fails here, by name, and the
     worker gets it back: every later child process of that worker would inherit it (an ignored
-    or blocked SIGINT survives exec), and `runjob dashboard --serve` would never see its Ctrl-C
-    (three dashboard tests of one xdist worker timed out that way on a full run)."""
+    or blocked SIGINT survives exec), and `runjob dashboard --serve` would never see its Ctrl-C.
+    Read from the kernel (/proc/self/status), not only from Python: C code (``system()``, a
+    library's sigaction) changes the disposition without Python's signal module knowing. Full
+    runs saw a dashboard child start with SIGINT and SIGQUIT ignored, system()'s signature."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    handler, blocked = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    before = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []), _kernel_masks())
     yield
-    now_handler, now_blocked = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    if now_handler is not handler or now_blocked != blocked:
-        signal.signal(signal.SIGINT, handler)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        pytest.fail(f"this test left SIGINT's handler {handler!r} -> {now_handler!r}, blocked signals "
-                    f"{sorted(blocked)} -> {sorted(now_blocked)} (given back now)")
+    after = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []), _kernel_masks())
+    if after != before:
+        signal.signal(signal.SIGINT, before[0])  # also resets the kernel's disposition of SIGINT
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
+        pytest.fail(f"this test left the worker's SIGINT handling changed: (Python handler, blocked, kernel "
+                    f"SigIgn/SigBlk) {before!r} -> {after!r} (SIGINT given back now)")
+
+
+def _kernel_masks() -> tuple[str, ...]:
+    """This thread's ignored and blocked signal sets as the kernel holds them."""
+    with open("/proc/thread-self/status") as status:
+        return tuple(line.split()[1] for line in status if line.startswith(("SigIgn", "SigBlk")))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -4,11 +4,11 @@ the modules the cycle calls (:mod:`.observe`, :mod:`.endings`) can name it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
-from runjob_core.models import JobStatus, Submission
+from runjob_core.models import JobSpec, JobStatus, Submission
 from runjob_core.monitor import memo as _memo
 from runjob_core.monitor import push as _push
 from runjob_core.monitor.leases import ObserveLeases
@@ -32,7 +32,7 @@ class MonitorState:
     #: The push path: each cluster's watcher, and what its wake-ups need.
     push: _push.PushWatch = attrs.field(default=attrs.Factory(lambda self: _push.PushWatch(self.context), takes_self=True))
     #: Job id -> its spec, parsed once (the spec never changes once submitted: its hash is the job's identity).
-    specs: dict[str, Any] = attrs.field(factory=dict)
+    specs: dict[str, JobSpec] = attrs.field(factory=dict)
     #: (job id, attempt, backend job id) -> its Submission, parsed once.
     submissions: dict[tuple[str, int, str | None], Submission] = attrs.field(factory=dict)
     #: What was read of each job's metrics history and log metrics.
@@ -50,7 +50,7 @@ class MonitorState:
             found = self.submissions[key] = attempt.submission
         return found
 
-    def spec(self, job_id: str):
+    def spec(self, job_id: str) -> JobSpec:
         found = self.specs.get(job_id)
         if found is None:
             found = self.specs[job_id] = self.context.store.get_job(job_id).spec

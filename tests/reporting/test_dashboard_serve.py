@@ -20,12 +20,16 @@ def fetch(url: str) -> str:
 
 
 def _start(runjob_home, env: dict | None = None) -> subprocess.Popen:
-    """`runjob dashboard --serve` on a free port; faulthandler on, so a hang can be shown."""
+    """`runjob dashboard --serve` on a free port, as a terminal's foreground command starts:
+    SIGINT at its default (a process started with it ignored, as ``cmd &`` in a script or
+    C's ``system()`` leave it, keeps ignoring Ctrl-C, rightly). faulthandler on, so a hang
+    can be shown."""
     import os
 
     return subprocess.Popen([RUNJOB, "dashboard", "--serve", "--port", "0", "--interval", "0.5"], cwd=runjob_home,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {}), "PYTHONFAULTHANDLER": "1"})
+                            env={**os.environ, **(env or {}), "PYTHONFAULTHANDLER": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _stop(proc: subprocess.Popen) -> tuple[int, str]:
