@@ -14,7 +14,9 @@ from runjob_runpod.testing import cluster_config as runpod_cluster
 
 def _sweep(home: Path, gate: Path):
     spec = {"name": "podsweep", "cluster": "pods", "resources": {"gpus": 1, "time": "6h"},
-            "command": f'while [ ! -e {gate} ]; do sleep 0.1; done; echo "element $RUNJOB_TAG"',
+            # At least a second of work once the gate opens: the report rounds GPU-hours to 4
+            # places, so an element done in under 0.18 s would show 0.0 and fail the check below.
+            "command": f'while [ ! -e {gate} ]; do sleep 0.1; done; sleep 1; echo "element $RUNJOB_TAG"',
             "sweep": {"params": {"x": [1, 2, 3]}}}
     return sweep_from_mapping(spec, source=str(home / "podsweep.yaml"), base_dir=str(home))
 
