@@ -69,21 +69,26 @@ def _svg(title: str, body: list[str], css_class: str, data: str = "") -> str:
             f'xmlns="http://www.w3.org/2000/svg"{data}><title>{esc(title)}</title>' + "".join(body) + "</svg>")
 
 
-def line_chart(title: str, lines: dict[int, list[tuple[float, float]]], *, x_label: str, y_label: str,
-               series: str = "") -> str:
-    """One line per attempt (key), points (x, y); a resume continues on the same axes."""
-    points = [p for pts in lines.values() for p in pts]
-    if not points:
-        return ""
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
+
+def _axes(points: list[tuple[float, float]], x_label: str, y_label: str):
+    """The plot area over *points*: (x_lo, y_lo, x scale, y scale, plot width, plot height, the
+    frame's elements). One x value: scale 0, every point at the middle; one y value: +-1."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
     x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
     if y_lo == y_hi:
         y_lo, y_hi = y_lo - 1, y_hi + 1
     plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
     sx = plot_w / (x_hi - x_lo) if x_hi > x_lo else 0.0
     sy = plot_h / (y_hi - y_lo)
-    body = _frame(x_lo, x_hi, y_lo, y_hi, x_label, y_label)
+    return x_lo, y_lo, sx, sy, plot_w, plot_h, _frame(x_lo, x_hi, y_lo, y_hi, x_label, y_label)
+
+def line_chart(title: str, lines: dict[int, list[tuple[float, float]]], *, x_label: str, y_label: str,
+               series: str = "") -> str:
+    """One line per attempt (key), points (x, y); a resume continues on the same axes."""
+    points = [p for pts in lines.values() for p in pts]
+    if not points:
+        return ""
+    x_lo, y_lo, sx, sy, plot_w, plot_h, body = _axes(points, x_label, y_label)
     markers = len(points) <= MAX_MARKERS
     for attempt, pts in sorted(lines.items()):
         colour = COLOURS[(attempt - 1) % len(COLOURS)]
@@ -192,14 +197,7 @@ def overlay(title: str, lines: list[tuple[str, list[tuple[float, float]]]], *, x
     points = [p for _label, pts in lines for p in pts]
     if not points:
         return ""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    x_lo, x_hi, y_lo, y_hi = min(xs), max(xs), min(ys), max(ys)
-    if y_lo == y_hi:
-        y_lo, y_hi = y_lo - 1, y_hi + 1
-    plot_w, plot_h = W - LEFT - RIGHT, H - TOP - BOTTOM
-    sx = plot_w / (x_hi - x_lo) if x_hi > x_lo else 0.0
-    sy = plot_h / (y_hi - y_lo)
-    body = _frame(x_lo, x_hi, y_lo, y_hi, x_label, y_label)
+    x_lo, y_lo, sx, sy, plot_w, plot_h, body = _axes(points, x_label, y_label)
     for number, (label, pts) in enumerate(lines):
         colour = COLOURS[number % len(COLOURS)]
         coords = " ".join(f"{LEFT + (x - x_lo) * sx if sx else LEFT + plot_w / 2:.1f},{TOP + plot_h - (y - y_lo) * sy:.1f}"
