@@ -13,14 +13,18 @@ from runjob_core.models import ClusterConfig
 
 
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120,
-            input: str | None = None) -> Any:
-    """Run the installed ``runjob`` command as a user would (a new process), output captured."""
+            input: str | None = None, check: int | None = None) -> Any:
+    """Run the installed ``runjob`` command as a user would (a new process), output captured;
+    with *check*, assert it exited with that code (the failure shows its output)."""
     import subprocess
     import sys
 
     runjob = str(Path(sys.executable).parent / "runjob")
-    return subprocess.run([runjob, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    result = subprocess.run([runjob, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
+                            env={**os.environ, "COLUMNS": "200", **(env or {})})
+    if check is not None:
+        assert result.returncode == check, (result.stdout, result.stderr)
+    return result
 
 
 def one_line_error(result: Any) -> str:

@@ -3,6 +3,7 @@ job runs on, carrying runjob's tag; a submit of the same spec follows it instead
 submitting again, and `runjob status --adopt` over another fresh store adopts it so that
 watch and collect complete it. Only the runjob folder that submitted a job adopts it."""
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -27,11 +28,7 @@ def home(runjob_home, slurm_env):
     return runjob_home
 
 
-def runjob(*args, cwd, check=None):
-    result = run_cli(*args, cwd=cwd, timeout=300)
-    if check is not None:
-        assert result.returncode == check, (result.stdout, result.stderr)
-    return result
+runjob = functools.partial(run_cli, timeout=300)
 
 
 def lose_the_store(home: Path) -> None:

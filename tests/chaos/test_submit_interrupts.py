@@ -3,6 +3,7 @@ sbatch answered, kill -9 just before and just after it. The attempt stays SUBMIT
 tag; status, watch, resume and cancel then reattach it by that tag or say what to do, and
 the scheduler runs the job once."""
 
+import functools
 import json
 import os
 import signal
@@ -45,11 +46,7 @@ def home(runjob_home, slurm_env):
     return runjob_home
 
 
-def runjob(*args, cwd, check=None):
-    result = run_cli(*args, cwd=cwd, timeout=300)
-    if check is not None:
-        assert result.returncode == check, (result.stdout, result.stderr)
-    return result
+runjob = functools.partial(run_cli, timeout=300)
 
 
 def killed(home: Path, when: str, *args: str) -> str:
