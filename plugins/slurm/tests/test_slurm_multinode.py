@@ -76,7 +76,7 @@ def test_usr1_reaches_every_node(ctx):
     for rank in (0, 1):
         assert f"{rank}: rank {rank} got USR1: saved, exiting to be resumed" in log, log
     latest = ctx.store.latest_attempt(row.id)
-    assert (latest.state, latest.exit_code) == ("FAILED", 75)
+    assert (latest.state, latest.exit_code) == ("FAILED", 75), log
 
 
 def test_a_node_still_saving_is_not_killed_when_another_asks_to_be_resumed(ctx):
