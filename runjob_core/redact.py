@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -16,13 +17,24 @@ _TOKEN_PATTERNS = re.compile(
 )
 
 
-def _secret_values() -> list[str]:
-    values = []
-    for name, value in os.environ.items():
-        if (name in SECRET_ENV_VARS or _SECRET_NAME.search(name.upper())) and value and len(value) >= 6:
-            values.append(value)
+def _secret_values() -> tuple[str, ...]:
+    """The secret values in the environment now, longest first. Called for every event and
+    error text (2,000 times in a 1,000-element sweep submit): reading every variable's value
+    each time cost 0.25 ms a call, so the secret *names* are worked out once per set of
+    variable names and only their values are read on each call."""
+    names = _secret_names(frozenset(os.environ))
+    return _longest_first(tuple(os.environ.get(name) or "" for name in names))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_names(names: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(n for n in names if n in SECRET_ENV_VARS or _SECRET_NAME.search(n.upper())))
+
+
+@functools.lru_cache(maxsize=8)
+def _longest_first(values: tuple[str, ...]) -> tuple[str, ...]:
     # Longest first: a secret that contains another is replaced whole.
-    return sorted(set(values), key=len, reverse=True)
+    return tuple(sorted({v for v in values if len(v) >= 6}, key=len, reverse=True))
 
 
 def redact(text: str) -> str:
