@@ -87,11 +87,17 @@ def test_news_become_causes_and_only_markers_that_matter_poll():
     assert watch.alive and watch.pid == 4242
     # What happened before it was watching is unknown: every followed job gets one look.
     assert watch.pending == {"rj-1": {"resync"}} and _watch.causes_poll(watch.pending["rj-1"])
+    # Its marker folder may have been made during inotifywait's scan (then it has no watch):
+    # uncertain until one of its markers is heard; a log line does not settle it.
+    assert watch.uncertain == {"rj-1"}
     watch.pending.clear()
+    watch.news(_watchhub.PATH, "/s/logs/a.out")
+    assert watch.uncertain == {"rj-1"}
     for path in ("/s/logs/a.out", "/s/logs/a.out.markers/.end.tmp", "/s/logs/a.out.markers/checkpoint",
                  "/s/logs/other.out", "/s/logs/a.out.markers/end"):
         watch.news(_watchhub.PATH, path)
     assert watch.pending == {"rj-1": {"log", "marker:checkpoint", "marker:end"}}
+    assert watch.uncertain == set()
     assert not _watch.causes_poll({"log", "marker:checkpoint"})
     assert _watch.causes_poll({"log", "marker:end"}) and _watch.causes_poll({"confirm"})
     watch.news(_watchhub.STATE, "dead its output ended")
@@ -212,3 +218,26 @@ def test_a_dead_watcher_is_started_again_with_every_followed_job(runjob_home, tm
     finally:
         Monitor.of(context).push.close()
         context.close()
+
+
+def test_the_poll_slows_down_only_once_every_followed_jobs_markers_are_heard():
+    """A job followed when the watcher came up may have an unwatched marker folder (inotifywait
+    -r watches the root last: a folder made during its scan is missed): until one of its
+    markers is heard, the full poll keeps the cadence it has without a watcher."""
+    class Sub:
+        def follow(self, paths): pass
+        def unfollow(self, paths): pass
+
+    push = _watch.PushWatch(context=None)
+    watch = push.by_cluster["c"] = _watch.Watch("c", push.bell)
+    watch._sub = Sub()
+    watch.follow("rj-1", "/s/logs/a.out")
+    watch.news(_watchhub.STATE, "alive inotify 1")
+    assert watch.alive and not push.all_alive()
+    assert push.full_poll_interval(10.0, 1.0, 60.0, busy=False) == 15.0  # 1.5x, as without a watcher
+    watch.news(_watchhub.PATH, "/s/logs/a.out.markers/checkpoint")
+    assert push.all_alive()
+    assert push.full_poll_interval(10.0, 1.0, 60.0, busy=True) == 15.0  # the watcher's floor: 60 / 4
+    # A job followed once the watcher is up makes its folder under a live watch: certain.
+    watch.follow("rj-2", "/s/logs/b.out")
+    assert push.all_alive()

@@ -155,6 +155,22 @@ def test_cancel_sweep_stops_active_elements_and_starts_no_more(runjob_home):
     assert len(submitted_attempts(runjob_home)) == 2
 
 
+def test_resume_of_one_never_submitted_element_starts_only_it(runjob_home):
+    sweep_file(runjob_home, max_parallel=2)
+    out = json.loads(runjob("submit", "grid.yaml", "--yes", "--json", cwd=runjob_home, check=0).stdout)
+    assert [e["state"] == "NOT_SUBMITTED" for e in out["elements"]] == [False, False, True, True, True, True]
+    said = runjob("status", "grid/3", cwd=runjob_home, check=1).stderr
+    assert "has not been submitted yet" in said and "`runjob resume grid/3` starts it" in said
+    runjob("resume", "grid/3", "--yes", cwd=runjob_home, check=0)
+    state = sweep_status(runjob_home, out["sweep_id"])
+    assert [e["state"] for e in state["elements"]] == ["COMPLETED"] * 2 + ["NOT_SUBMITTED", "COMPLETED"] + ["NOT_SUBMITTED"] * 2
+    rows = (runjob_home / "results" / state["elements"][3]["job"] / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 10
+    assert len(submitted_attempts(runjob_home)) == 3
+    # Again: it is a completed job now, resumed as any job is (nothing to do).
+    assert "completed; there is nothing to resume" in runjob("resume", "grid/3", "--yes", cwd=runjob_home, check=1).stderr
+
+
 def test_bad_sweep_key_is_one_line_naming_the_key_path(runjob_home):
     path = sweep_file(runjob_home)
     spec = yaml.safe_load(path.read_text())

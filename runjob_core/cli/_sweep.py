@@ -173,17 +173,19 @@ def run_canary(context, sweep, skip: set[int], *, spec_path: str | None, force: 
     click.echo(f"canary GO ({job.id}): {'; '.join(verdict['checked'])}; queueing the sweep", err=True)
 
 
-def resume(context, row, *, yes: bool, interval: float, as_json: bool) -> None:
+def resume(context, row, *, yes: bool, interval: float, as_json: bool, only: int | None = None) -> None:
     """``runjob resume SWEEP``: start the elements that never ran, resubmit those that ended
-    without completing (each from its newest checkpoint), follow them all to the end."""
+    without completing (each from its newest checkpoint), follow them all to the end.
+    *only*: just that element (``runjob resume SWEEP/3`` of an element never submitted)."""
     from runjob_core.errors import RefusedError
     from runjob_core.sweep import _run
 
     sweep = _run.from_record(row)
     table = _run.elements(context.store, row)
-    todo = [e for e in table if not e["done"]]
+    todo = [e for e in table if not e["done"] and only in (None, e["index"])]
     if not todo:
-        click.echo(f"sweep {row.name}: every element completed; nothing to resume", err=True)
+        click.echo(f"sweep {row.name}: {'every element' if only is None else f'element {only}'} completed; "
+                   "nothing to resume", err=True)
         return
     if not as_json:
         click.echo(f"sweep {row.name} ({row.id}): {len(todo)} of {len(table)} elements unfinished: "
@@ -191,25 +193,28 @@ def resume(context, row, *, yes: bool, interval: float, as_json: bool) -> None:
     if not yes and not click.confirm("Resubmit them?", default=False):
         raise RefusedError("not resubmitted")
     context.store.set_sweep_state(row.id, "active")
-    driven = _run.drive(context, sweep, row, checks=[], restart_ended=True, interval=interval)
-    finish(row, driven, as_json)
+    skip = frozenset() if only is None else frozenset(e["index"] for e in table if e["index"] != only)
+    driven = _run.drive(context, sweep, row, checks=[], skip=skip, restart_ended=True, interval=interval)
+    finish(row, driven, as_json, only=only)
 
 
-def finish(row, driven, as_json: bool) -> None:
+def finish(row, driven, as_json: bool, *, only: int | None = None) -> None:
+    """The elements' table, and exit 1 naming the elements that did not complete (of *only*'s one)."""
     if as_json:
         print_json({"sweep_id": row.id, "name": row.name, "elements": driven.elements,
                     "not_started": {str(k): v for k, v in driven.not_started.items()}})
     else:
         print_elements(row, driven.elements)
-    failed = driven.failed
+    failed = [e for e in driven.failed if only in (None, e["index"])]
     if not failed:
         if not as_json:
-            click.echo(f"sweep {row.name}: all {len(driven.elements)} elements completed and collected")
+            click.echo(f"sweep {row.name}: " + (f"all {len(driven.elements)} elements" if only is None else
+                                               f"element {only}") + " completed and collected")
         return
     names = ", ".join(f"{e['index']} ({e['name']}: {_why(e, driven.not_started)})" for e in failed)
     click.secho(f"sweep {row.name}: {len(failed)} of {len(driven.elements)} elements did not complete: {names}",
                 fg="red", err=True)
-    click.echo(f"resubmit only those: runjob resume {row.name}", err=True)
+    click.echo(f"resubmit only those: runjob resume {row.name}" + ("" if only is None else f"/{only}"), err=True)
     sys.exit(1)
 
 

@@ -18,7 +18,7 @@ def command(job: str, yes: bool, force: bool, interval: float, as_json: bool) ->
     only its unfinished elements and follows them to the end (exit 0 when all completed)."""
     from runjob_core import interrupted, resume
     from runjob_core.errors import RefusedError
-    from runjob_core.sweep import _run as _sweeps
+    from runjob_core.sweep import _address, _run as _sweeps
 
     context = open_context(as_json)
     try:
@@ -28,6 +28,13 @@ def command(job: str, yes: bool, force: bool, interval: float, as_json: bool) ->
 
             _sweep.resume(context, sweep, yes=yes, interval=interval, as_json=as_json)
             return
+        if _address.is_element_ref(job):
+            element = _address.resolve(context.store, job)
+            if element.job is None:  # never submitted (waiting for a slot, or refused): start it alone
+                from runjob_core.cli import _sweep
+
+                _sweep.resume(context, element.sweep, yes=yes, interval=interval, as_json=as_json, only=element.index)
+                return
         row = find_job(context.store, job)
         if interrupted.stuck(context, row) is not None:
             # Interrupted while submitting: the same attempt, reattached by its tag or submitted now.

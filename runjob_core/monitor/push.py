@@ -70,6 +70,13 @@ class Watch:
         self.died_at: float | None = None
         self.history: list[str] = []  # every state it went through, for events and tests
         self.pending: dict[str, set[str]] = {}
+        #: Followed jobs whose marker folder may be unwatched: those followed when the watcher
+        #: came alive. ``inotifywait -r`` adds its watch on the root *after* the folders under
+        #: it, so a marker folder created (or renamed into place) during that scan gets no
+        #: watch at all, and the job's end markers are never heard (seen on a loaded machine:
+        #: the job's end waited for the slow poll). Until one of its markers is heard, the
+        #: monitor polls as without a watcher (:meth:`PushWatch.all_alive`).
+        self.uncertain: set[str] = set()
         self._paths: dict[str, tuple[str, str]] = {}  # path -> (job id, "log" | "markers")
         self._jobs: dict[str, tuple[str, str]] = {}  # job id -> (log path, marker folder)
         self._sub: Any = None
@@ -92,6 +99,7 @@ class Watch:
 
     def unfollow(self, job_id: str) -> None:
         with self.bell:
+            self.uncertain.discard(job_id)
             paths = self._jobs.pop(job_id, None)
             if paths is None:
                 return
@@ -115,6 +123,7 @@ class Watch:
                         # News from before it was watching is lost: look at every followed job once.
                         for job_id in self._jobs:
                             self.pending.setdefault(job_id, set()).add("resync")
+                        self.uncertain.update(self._jobs)
                     parts = value.split()
                     if parts[0] == "alive" and len(parts) > 2 and parts[2].isdigit():
                         self.pid = int(parts[2])
@@ -123,6 +132,8 @@ class Watch:
             cause = self._cause(value)
             if cause is not None:
                 self.pending.setdefault(cause[0], set()).add(cause[1])
+                if cause[1].startswith("marker:"):  # its marker folder is watched after all
+                    self.uncertain.discard(cause[0])
                 self.bell.notify_all()
 
     def _cause(self, path: str) -> tuple[str, str] | None:
@@ -359,9 +370,10 @@ class PushWatch:
         return min(self.polled.values(), default=0.0)
 
     def all_alive(self) -> bool:
-        """True when every cluster being followed has a live watcher (so the poll may slow down)."""
+        """True when every cluster being followed has a live watcher that hears every followed
+        job's markers (so the poll may slow down)."""
         current = self.watches()
-        return bool(current) and all(w.alive for w in current)
+        return bool(current) and all(w.alive and not w.uncertain for w in current)
 
     def wait_for_wakeup(self, timeout: float) -> dict[str, set[str]]:
         """Sleep up to *timeout* seconds, or until a watcher reports news about a followed job.

@@ -48,7 +48,7 @@ def find_job(store, ref: str) -> JobRow:
     if found.job is None:
         raise JobNotFoundError(
             f"{ref}: element {found.index} ({found.element['name']}) of sweep {found.sweep.name} has not been "
-            f"submitted yet (it waits for a free slot, or pre-flight refused it); `runjob resume {found.sweep.name}` "
+            f"submitted yet (it waits for a free slot, or pre-flight refused it); `runjob resume {ref}` "
             "starts it")
     return found.job
 

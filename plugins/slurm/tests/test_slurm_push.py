@@ -15,7 +15,7 @@ from runjob_core import lifecycle, monitor
 
 from runjob_core.monitor import Monitor
 from runjob_core.monitor import push as _watch
-from runjob_core.testing import BackendContract, write_clusters_yaml
+from runjob_core.testing import BackendContract, wait_until, write_clusters_yaml
 from runjob_slurm.testing import slurm_cluster_config
 
 pytestmark = pytest.mark.slurm
@@ -66,6 +66,24 @@ def gated(ctx, name, command):
     return f"while [ ! -e {gate} ]; do sleep 0.2; done; rm -f {gate}; {command}", open_gate
 
 
+def watcher_up(ctx):
+    """The cluster's watcher started, and alive, before the job is submitted. inotifywait -r
+    adds its watch on the log folder after the folders under it, so a job whose marker folder
+    appears during that scan is never heard ending (runjob then polls it as if there were no
+    watcher, Watch.uncertain); these tests are about the watcher hearing the end."""
+    cluster = ctx.clusters["under-test"]
+    push = Monitor.of(ctx).push
+    push.enable()
+    watch = push.for_cluster(cluster)
+    assert watch is not None
+    # A watcher starts for the log folder of the first job followed: a stand-in job's log.
+    logs = ctx.transport(cluster).expand(cluster.scratch_path) + "/logs"
+    watch.follow("warm-up", f"{logs}/warm-up.out")
+    wait_until(lambda: watch.alive, timeout=60, interval=0.1, what="the watcher to come alive")
+    watch.unfollow("warm-up")
+    watch.pending.clear()
+
+
 def terminal_event(ctx, job_id):
     states = [e for e in ctx.store.events(job_id, kinds=("state",)) if e.data.get("state") not in ("PENDING", "RUNNING")]
     assert len(states) == 1, [e.message for e in states]
@@ -75,6 +93,7 @@ def terminal_event(ctx, job_id):
 @pytest.mark.parametrize("how", ["inotify", "stat"])
 def test_the_watcher_reports_the_end_and_one_poll_confirms_it(ctx, monkeypatch, how):
     monkeypatch.setenv("RUNJOB_WATCH", how)
+    watcher_up(ctx)
     command, open_gate = gated(ctx, f"push-{how}", "sleep 1; echo finished-line")
     row, _ = submit(ctx, f"push-{how}", command)
     history: list[str] = []
@@ -111,11 +130,13 @@ def test_the_shared_agent_runs_the_watcher_for_its_clients(ctx, monkeypatch):
     ctx.close()  # reopen so the transport is the agent's
     context = lifecycle.open_context()
     try:
+        watcher_up(context)
         command, open_gate = gated(context, "push-agent", "sleep 1; echo via-agent")
         row, _ = submit(context, "push-agent", command)
         monitor.watch(context, [row.id], min_interval=60.0, max_interval=60.0, on_cycle=open_gate)
         assert context.store.latest_attempt(row.id).state == "COMPLETED"
-        assert terminal_event(context, row.id).data["trigger"] == "watcher"
+        events = [(e.kind, e.message, e.data) for e in context.store.events(row.id)]
+        assert terminal_event(context, row.id).data["trigger"] == "watcher", events
     finally:
         context.close()
 
