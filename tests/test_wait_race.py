@@ -30,18 +30,21 @@ def _script(tmp_path: Path, command: str, *, before_liveness: str = "", lost_wai
     return (f'export RUNJOB_COMMAND_RC={tmp_path}/command.rc\nrunjob_command={tmp_path}/command.sh\n'
             f'{macros.write_command("runjob_command", {"command": command})}\n{wait_for}\n{lost}'
             f'bash "$runjob_command" &\nchild=$!\n'
-            f'trap \'kill -USR1 "$child"; pkill -USR1 -P "$child"\' USR1\n(sleep 0.3; kill -USR1 $$) &\n'
+            f'trap \'kill -USR1 "$child"; pkill -USR1 -P "$child"\' USR1\n'
+            # The warning once the command can take it (its handler is set: a slow start under load).
+            f'(while [ ! -e {tmp_path}/ready ] && kill -0 $$; do sleep 0.02; done; kill -USR1 $$) >/dev/null 2>&1 &\n'
             f'runjob_wait_for "$child"\necho "rc=$runjob_waited_rc"\n')
 
 
-SAVES_ON_USR1 = "python3 -c 'import signal, sys, time; signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75)); time.sleep(30)'"
+SAVES_ON_USR1 = ("python3 -c 'import pathlib, signal, sys, time; signal.signal(signal.SIGUSR1, lambda *a: sys.exit(75)); "
+                 "pathlib.Path(sys.argv[1]).touch(); time.sleep(60)' \"$(dirname \"$RUNJOB_COMMAND_RC\")/ready\"")
 
 
 @pytest.mark.parametrize("case", ["plain", "interrupted wait races the exit", "bash loses the child"])
 def test_the_wait_reports_the_commands_own_exit(tmp_path, case):
     script = _script(tmp_path, SAVES_ON_USR1, before_liveness="    sleep 0.3\n" if case != "plain" else "",
                      lost_wait=case == "bash loses the child")
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "rc=75", (case, out.stdout, out.stderr)
 
 
