@@ -41,7 +41,7 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     prepared = []  # (job row, job, attempt, rendered)
     for index in indices:
         job = sweep.jobs[index]
-        spec_hash = config.spec_hash(job)
+        spec_hash = sweep.job_hashes[index]
         with store.claim(f"spec:{job.name}:{spec_hash}:full"):
             followed = lifecycle._follow_existing(context, job, cluster, spec_hash, "full")
             if followed is not None:  # another process submitted it meanwhile: it is this element

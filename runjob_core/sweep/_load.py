@@ -35,16 +35,24 @@ class Sweep:
     #: The keys whose values differ between elements, in the order the spec gives them.
     varying: tuple[str, ...]
 
+    #: Each element's job spec hash, worked out once (a 1,000-element submit asked for each
+    #: one several times: the sweep's hash, its record, each element's submit).
+    job_hashes: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    @job_hashes.default
+    def _job_hashes(self) -> tuple[str, ...]:
+        return tuple(config.spec_hash(j) for j in self.jobs)
+
     @property
     def spec_hash(self) -> str:
         """The elements' names and spec hashes: the same sweep whatever the key order or
         ``max_parallel`` (a rerun with another bound is the same sweep)."""
-        parts = [[e.name, config.spec_hash(j)] for e, j in zip(self.elements, self.jobs)]
+        parts = [[e.name, h] for e, h in zip(self.elements, self.job_hashes)]
         return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:16]
 
     def elements_record(self) -> list[dict[str, Any]]:
-        return [{"index": e.index, "name": e.name, "values": e.values, "job": j.name, "spec_hash": config.spec_hash(j)}
-                for e, j in zip(self.elements, self.jobs)]
+        return [{"index": e.index, "name": e.name, "values": e.values, "job": j.name, "spec_hash": h}
+                for e, j, h in zip(self.elements, self.jobs, self.job_hashes)]
 
 
 _TOP_LEVEL_SWEEP = re.compile(rb"^sweep[ \t]*:", re.MULTILINE)
