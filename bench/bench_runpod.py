@@ -25,7 +25,7 @@ from _timing import median_ms, show, time_interleaved  # noqa: E402
 from runjob_core import lifecycle  # noqa: E402
 from runjob_core.transport import execute  # noqa: E402
 from runjob_core.testing import write_clusters_yaml  # noqa: E402
-from runjob_runpod import _api, _backend, _fakepod, _ssh  # noqa: E402
+from runjob_runpod import _api, _fakepod, _pods, _ssh  # noqa: E402
 from runjob_runpod.testing import API_KEY, FakeRunpod, cluster_config  # noqa: E402
 
 JOB = "name: bench-{i}\ncluster: pods\nresources: {{gpus: 1, time: '30m'}}\ncommand: sleep 600\n"
@@ -116,11 +116,11 @@ def bench_poll(context, fake, key, n: int, reps: int) -> None:
 def bench_submit(context, fake, key, reps: int) -> None:
     client = _api.RunpodClient(fake.url, API_KEY)
     public = Path(str(key) + ".pub").read_text().strip()
-    settings = _backend.settings_for(context.clusters["pods"], context)
+    settings = _pods.settings_for(context.clusters["pods"], context)
     counter = iter(range(1000, 100000))
 
     def raw_start():
-        body = _backend.create_body(settings, name=f"runjob-raw-{next(counter)}", gpu_id=settings.gpu_types[0], gpu_count=1,
+        body = _pods.create_body(settings, name=f"runjob-raw-{next(counter)}", gpu_id=settings.gpu_types[0], gpu_count=1,
                                     public_key=public, tag="raw", volume_path=fake.workspace)
         pod = client.create_pod(body)
         while not pod.reachable:

@@ -9,7 +9,7 @@ import pytest
 
 from runjob_core import lifecycle, monitor
 from runjob_core.testing import wait_until, write_clusters_yaml
-from runjob_runpod import _backend
+from runjob_runpod import _pods
 
 from runjob_runpod.testing import cluster_config as runpod_cluster
 from runjob_runpod.testing import only_job
@@ -163,7 +163,7 @@ def test_interrupted_while_provisioning_returns_the_pod(runjob_home, fake_runpod
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # ^C while the pod was starting
 
-    monkeypatch.setattr(_backend, "_wait_running", interrupted)
+    monkeypatch.setattr(_pods, "_wait_running", interrupted)
     job = lifecycle.config.load_job(job_file)
     context = lifecycle.open_context()
     try:

@@ -1,7 +1,8 @@
 """runjob's RunPod backend: each attempt runs on a GPU pod rented for it and returned after.
 
 The hook implementations are thin and import lazily (``runjob --help`` loads no plugin
-code); the work is in :mod:`runjob_runpod._backend`, the REST v2 client in
+code); renting a pod is in :mod:`runjob_runpod._pods`, the rest of the work in
+:mod:`runjob_runpod._backend`, the REST v2 client in
 :mod:`runjob_runpod._api`, SSH to pods in :mod:`runjob_runpod._ssh`, the cluster keys'
 schema in :mod:`runjob_runpod._settings`.
 """
@@ -33,18 +34,18 @@ def runjob_estimate(job, cluster, context):
 
 @hookimpl
 def runjob_provision(job, attempt, cluster, context):
-    from runjob_runpod import _backend
+    from runjob_runpod import _pods
 
-    return _backend.provision(job, attempt, cluster, context)
+    return _pods.provision(job, attempt, cluster, context)
 
 
 @hookimpl
 def runjob_transport(cluster, machine, context):
-    from runjob_runpod import _backend
+    from runjob_runpod import _pods
 
     if machine is None:
-        _backend.no_standing_host(cluster)
-    return _backend.pod_transport(cluster, machine, context)
+        _pods.no_standing_host(cluster)
+    return _pods.pod_transport(cluster, machine, context)
 
 
 @hookimpl

@@ -14,7 +14,7 @@ import attrs
 
 from runjob_core.models import Estimate
 from runjob_runpod import _settings
-from runjob_runpod._backend import SOURCE, _gpu_count, _public_key, client_for, settings_for
+from runjob_runpod._pods import SOURCE, _gpu_count, _public_key, client_for, settings_for
 
 
 def _cost_estimate(job, cluster, context, catalog) -> Estimate | None:

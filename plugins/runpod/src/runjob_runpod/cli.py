@@ -21,15 +21,15 @@ def command(terminate: bool, as_json: bool) -> None:
     """
     from runjob_core import lifecycle
     from runjob_core.errors import RunjobError
-    from runjob_runpod import _backend
+    from runjob_runpod import _backend, _pods
 
     context = lifecycle.open_context()
     rows, problems = [], []
     try:
         for cluster in [c for c in context.clusters.values() if c.type == "runpod"]:
             try:
-                client = _backend.client_for(cluster, context)
-                pods = client.list_pods(name_prefix=_backend.NAME_PREFIX)
+                client = _pods.client_for(cluster, context)
+                pods = client.list_pods(name_prefix=_pods.NAME_PREFIX)
             except RunjobError as exc:
                 problems.append(f"{cluster.name}: {exc}")
                 continue
@@ -44,7 +44,7 @@ def command(terminate: bool, as_json: bool) -> None:
                     row["terminated"] = True
                     if job_id is not None:
                         context.event(job_id, "pod_terminated", f"pod {pod.id} terminated by runjob pods --terminate",
-                                      source=_backend.SOURCE, pod_id=pod.id)
+                                      source=_pods.SOURCE, pod_id=pod.id)
                 rows.append(row)
     finally:
         context.close()
