@@ -63,7 +63,10 @@ def observe(monitor: MonitorState, cluster, row: JobHead, attempt: AttemptRow, s
             if isinstance(progress.get(key), int) and progress[key] != getattr(attempt, key):
                 updates[key] = progress[key]
                 changed = True
-    window, offset = ("", None) if waiting else _new_log_text(store, transport, attempt, submission, final=status.terminal)
+    window, offset, read_before = ("", None, 0) if waiting else _new_log_text(store, transport, attempt, submission,
+                                                                              final=status.terminal)
+    if status.state == RUNNING and not window and not read_before:
+        _say_if_never_started(context, attempt, status, updates)
     if window:
         changed = True
         if not (progress and isinstance(progress.get("step"), int)):
@@ -110,6 +113,32 @@ def telling_exit_code(status: JobStatus) -> bool:
     return status.exit_code != 0 or status.state in (COMPLETED, FAILED)
 
 
+#: The scheduler has shown a job RUNNING this long and its log has not one line: every runjob
+#: job script writes its start line first, so the node most likely never started it.
+NEVER_STARTED_SECONDS = 300.0
+
+
+def _say_if_never_started(context, attempt: AttemptRow, status: JobStatus, updates: dict) -> None:
+    """One event per attempt for a job the scheduler says runs but that never wrote its log.
+    Seen with SLURM 22.05: slurmctld restarted between allocating a job and sending its launch
+    recovers it as RUNNING, the node never starts it, and it stays so until its time limit
+    (forever with none). runjob cannot tell that from a job whose node writes its log late, so
+    it says what it sees and how to check; it cancels nothing."""
+    since = attempt.started_at or updates.get("started_at")
+    if not since or time.time() - since < NEVER_STARTED_SECONDS:
+        return
+    store = context.store
+    if any(e.attempt == attempt.n for e in store.events(attempt.job_id, kinds=("never_started",))):
+        return
+    node = f" on {status.node}" if status.node else ""
+    context.event(attempt.job_id, "never_started",
+                  f"attempt {attempt.n}: the scheduler has shown it RUNNING{node} for {(time.time() - since) / 60:.0f} min, "
+                  "but its log has not one line (a runjob job writes its start line first): the node may never have "
+                  "started it (SLURM does so when slurmctld restarts between allocating a job and launching it). "
+                  f"Check the scheduler's record of it; if it never ran: runjob cancel {attempt.job_id} && "
+                  f"runjob resume {attempt.job_id}", attempt=attempt.n, node=status.node)
+
+
 def _read_progress(transport, submission: Submission) -> dict | None:
     text = transport.read_text(submission.progress_path)
     if not text:
@@ -121,23 +150,25 @@ def _read_progress(transport, submission: Submission) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _new_log_text(store, transport, attempt: AttemptRow, submission: Submission, *, final: bool) -> tuple[str, int | None]:
-    """The new complete log lines and the offset after them (recorded by the caller)."""
+def _new_log_text(store, transport, attempt: AttemptRow, submission: Submission, *,
+                  final: bool) -> tuple[str, int | None, int]:
+    """The new complete log lines, the offset after them (recorded by the caller), and how
+    much of the log earlier cycles had read."""
     offset = store.offset(attempt.job_id, attempt.n)
     data = transport.read_from(submission.log_path, offset, MAX_WINDOW_BYTES)
     if not data:
-        return "", None
+        return "", None, offset
     if not final or len(data) == MAX_WINDOW_BYTES:
         # '\r' ends a line too: a progress bar redraws one line for hours without a '\n'.
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if cut == -1:
             if len(data) < MAX_WINDOW_BYTES:
-                return "", None  # a partial line: wait for the rest
+                return "", None, offset  # a partial line: wait for the rest
             # One line longer than the window: the checks get it in window-sized pieces, each
             # ended as a line (their memory stays bounded), and the offset moves on.
-            return data.decode("utf-8", "replace") + "\n", offset + len(data)
+            return data.decode("utf-8", "replace") + "\n", offset + len(data), offset
         data = data[: cut + 1]
-    return data.decode("utf-8", "replace"), offset + len(data)
+    return data.decode("utf-8", "replace"), offset + len(data), offset
 
 
 def _record_state(context, attempt: AttemptRow, status: JobStatus, message: str | None, updates: dict,
