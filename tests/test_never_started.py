@@ -9,6 +9,7 @@ attempt's start back in the store."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,13 +41,23 @@ def _events(project: Path, job_id: str) -> list[dict]:
     return [e for e in json.loads(result.stdout) if e["kind"] == "never_started"]
 
 
-def test_a_running_job_without_one_log_line_is_named_once(project):
+@contextlib.contextmanager
+def _long_job(project: Path):
+    """A submitted `sleep 300` job: (its store, id, first attempt); its processes end after."""
     result = run_cli("submit", "long.yaml", "--yes", "--json", cwd=project)
     assert result.returncode == 0, result.stderr
     store = Store(project / ".runjob" / "state.db")
+    job_id = store.list_jobs(limit=1)[0].id
     try:
-        job_id = store.list_jobs(limit=1)[0].id
-        attempt = store.latest_attempt(job_id)
+        yield store, job_id, store.latest_attempt(job_id)
+    finally:
+        pid = int(store.latest_attempt(job_id).submission.extra["pid"])
+        store.close()
+        os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_running_job_without_one_log_line_is_named_once(project):
+    with _long_job(project) as (store, job_id, attempt):
         Path(attempt.submission.log_path).unlink()  # its node "never wrote" it
         assert run_cli("status", job_id, cwd=project).returncode == 0  # RUNNING, started just now: nothing to say
         assert store.latest_attempt(job_id).state == "RUNNING" and _events(project, job_id) == []
@@ -57,19 +68,10 @@ def test_a_running_job_without_one_log_line_is_named_once(project):
         assert "shown it RUNNING for 6 min, but its log has not one line" in event["message"], event
         assert f"runjob cancel {job_id} && runjob resume {job_id}" in event["message"]
         assert store.latest_attempt(job_id).state == "RUNNING"  # nothing cancelled
-    finally:
-        pid = int(store.latest_attempt(job_id).submission.extra["pid"])
-        store.close()
-        os.killpg(pid, signal.SIGKILL)
 
 
 def test_a_job_whose_log_has_lines_is_never_named(project):
-    result = run_cli("submit", "long.yaml", "--yes", "--json", cwd=project)
-    assert result.returncode == 0, result.stderr
-    store = Store(project / ".runjob" / "state.db")
-    try:
-        job_id = store.list_jobs(limit=1)[0].id
-        attempt = store.latest_attempt(job_id)
+    with _long_job(project) as (store, job_id, attempt):
         log = Path(attempt.submission.log_path)
         for _ in range(200):  # its start line (the job script writes it first)
             if log.exists() and log.read_bytes().endswith(b"\n"):
@@ -79,7 +81,3 @@ def test_a_job_whose_log_has_lines_is_never_named(project):
         store.update_attempt(job_id, attempt.n, started_at=time.time() - observe.NEVER_STARTED_SECONDS - 60)
         assert run_cli("status", job_id, cwd=project).returncode == 0
         assert _events(project, job_id) == []
-    finally:
-        pid = int(store.latest_attempt(job_id).submission.extra["pid"])
-        store.close()
-        os.killpg(pid, signal.SIGKILL)
