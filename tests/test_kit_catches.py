@@ -71,7 +71,7 @@ def _end_what_runs_from(folder: Path) -> None:
         try:
             if needle in (proc / "cmdline").read_bytes():
                 os.kill(int(proc.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
+        except OSError:
             continue  # gone meanwhile, or not ours to read
 
 

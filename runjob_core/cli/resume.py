@@ -28,14 +28,13 @@ def command(job: str, yes: bool, force: bool, interval: float, as_json: bool) ->
 
             _sweep.resume(context, sweep, yes=yes, interval=interval, as_json=as_json)
             return
-        if _address.is_element_ref(job):
-            element = _address.resolve(context.store, job)
-            if element.job is None:  # never submitted (waiting for a slot, or refused): start it alone
-                from runjob_core.cli import _sweep
+        element = _address.resolve(context.store, job) if _address.is_element_ref(job) else None
+        if element is not None and element.job is None:  # never submitted (waiting for a slot, or refused): alone
+            from runjob_core.cli import _sweep
 
-                _sweep.resume(context, element.sweep, yes=yes, interval=interval, as_json=as_json, only=element.index)
-                return
-        row = find_job(context.store, job)
+            _sweep.resume(context, element.sweep, yes=yes, interval=interval, as_json=as_json, only=element.index)
+            return
+        row = element.job if element is not None else find_job(context.store, job)
         if interrupted.stuck(context, row) is not None:
             # Interrupted while submitting: the same attempt, reattached by its tag or submitted now.
             submission = interrupted.finish(context, row)

@@ -69,7 +69,6 @@ def _svg(title: str, body: list[str], css_class: str, data: str = "") -> str:
             f'xmlns="http://www.w3.org/2000/svg"{data}><title>{esc(title)}</title>' + "".join(body) + "</svg>")
 
 
-
 def _axes(points: list[tuple[float, float]], x_label: str, y_label: str):
     """The plot area over *points*: (x_lo, y_lo, x scale, y scale, plot width, plot height, the
     frame's elements). One x value: scale 0, every point at the middle; one y value: +-1."""
@@ -81,6 +80,7 @@ def _axes(points: list[tuple[float, float]], x_label: str, y_label: str):
     sx = plot_w / (x_hi - x_lo) if x_hi > x_lo else 0.0
     sy = plot_h / (y_hi - y_lo)
     return x_lo, y_lo, sx, sy, plot_w, plot_h, _frame(x_lo, x_hi, y_lo, y_hi, x_label, y_label)
+
 
 def line_chart(title: str, lines: dict[int, list[tuple[float, float]]], *, x_label: str, y_label: str,
                series: str = "") -> str:

@@ -160,6 +160,7 @@ def test_two_concurrent_runs_of_one_spec(home, slurm_env):
         results = [finish(run) for run in runs]
         problems = judge("two concurrent runs", home, slurm_env, name, [out for _, out in results])
         problems += [f"a run exited {code}" for code, _ in results if code != 0]
+        problems += [out[-3000:] for _, out in results if "Traceback" in out]  # seen once on a full run: say what
         if problems:
             failures.append((trial, problems))
     assert failures == []
