@@ -308,3 +308,33 @@ def test_lists_of_ids_of_any_length_in_one_statement(state):
     # An id with a line break, or an empty one, still reads (PostgreSQL splits a joined text otherwise).
     assert store.attempts_of(["rj-no\nsuch", "", ids[0]]) == {"rj-no\nsuch": [], "": [], ids[0]: attempts[ids[0]]}
     assert store.attempts_of([]) == {}
+
+
+def _open_when_released(path, barrier, answers):
+    barrier.wait()
+    try:
+        Store(path).close()
+        answers.put("")
+    except Exception as exc:  # the test counts what each process raised
+        answers.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_sqlite_state_at_once_all_open_it(tmp_path):
+    # Two `runjob run`s in a fresh folder: seen on CI as "database is locked" from
+    # PRAGMA journal_mode=WAL, whose lock SQLite does not wait for (22 of 100 tries of 4 here).
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("fork")
+    errors = []
+    for trial in range(40):
+        path = tmp_path / f"t{trial}" / "state.db"
+        path.parent.mkdir()
+        barrier, answers = spawn.Barrier(4), spawn.Queue()
+        workers = [spawn.Process(target=_open_when_released, args=(path, barrier, answers)) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        errors += [answer for answer in (answers.get(timeout=120) for _ in workers) if answer]
+        for worker in workers:
+            worker.join()
+    assert errors == []
+    assert Store(tmp_path / "t0" / "state.db")._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

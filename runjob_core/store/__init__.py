@@ -215,6 +215,25 @@ def _private(path: Path) -> bool:
     return created
 
 
+def _use_wal(db: sqlite3.Connection, patience: float = 30.0) -> None:
+    """Put the database in WAL mode (kept in the file: a no-op after the first time).
+
+    Turning a new file to WAL takes SQLite's exclusive lock, and SQLite answers "database is
+    locked" at once, without the busy timeout, when another process holds it: two `runjob run`s
+    in a fresh folder met that on CI. Wait for it here as the busy timeout would."""
+    deadline = time.monotonic() + patience
+    pause = 0.005
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
 def _file_id(path: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -458,7 +477,7 @@ class Store:
         self._db.store_path = path
         self._db.row_factory = sqlite3.Row
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _use_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
             if created:
