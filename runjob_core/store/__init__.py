@@ -435,17 +435,18 @@ def _plain_rows(cursor) -> None:
 
 
 def new_job_id() -> str:
-    """A new job id, sortable by time: ``rj-<seconds, base 36><8 random hex>``.
+    """A new job id, sortable by time: ``rj-<seconds, base 36><6 random base-36 digits>``
+    (SLURM's reattach reads the seconds back: the length stays).
 
     A sweep makes thousands in a second: this process never repeats one (it remembers this
-    second's), and with 32 random bits two 1,000-element sweeps recorded by two processes in the
-    same second share an id once in ~4,000 such pairs (24 bits repeated an id within one
-    1,000-element sweep 3% of the time: UNIQUE constraint failed)."""
+    second's), and with 31 random bits two 1,000-element sweeps recorded by two processes in
+    the same second share an id once in ~2,000 such pairs (6 hex digits, 24 bits, repeated an
+    id within one 1,000-element sweep 3% of the time: UNIQUE constraint failed)."""
     second = _base36(int(time.time()))
     if _ids_made[0] != second:
         _ids_made[:] = [second, set()]
     while True:
-        job_id = "rj-" + second + secrets.token_hex(4)
+        job_id = "rj-" + second + "".join(secrets.choice(_DIGITS) for _ in range(6))
         if job_id not in _ids_made[1]:
             _ids_made[1].add(job_id)
             return job_id
@@ -453,14 +454,14 @@ def new_job_id() -> str:
 
 #: The second of the latest :func:`new_job_id` and the ids made in it (this process's).
 _ids_made: list = ["", set()]
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def _base36(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
     while number:
         number, rest = divmod(number, 36)
-        out = digits[rest] + out
+        out = _DIGITS[rest] + out
     return out or "0"
 
 
@@ -804,6 +805,14 @@ class Store:
     def latest_attempt(self, job_id: str) -> AttemptRow | None:
         row = self._db.execute("SELECT * FROM attempts WHERE job_id = ? ORDER BY n DESC LIMIT 1", (job_id,)).fetchone()
         return _make(AttemptRow, row) if row else None
+
+    def specs_with_jobs(self, specs: list[tuple[str, str]], kind: str) -> set[tuple[str, str]]:
+        """Which (name, spec hash) pairs of *specs* have any job of *kind*, in one statement:
+        a sweep's fresh elements (none) skip the one-by-one lookups of :meth:`find_active` and its kin."""
+        among, params = self._db.among(sorted({name for name, _hash in specs}))
+        found = {(name, spec_hash) for name, spec_hash in self._db.execute(
+            f"SELECT name, spec_hash FROM jobs WHERE kind = ? AND name {among}", (kind, *params))}
+        return found & set(specs)
 
     def find_active(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
         """The latest active attempt of a job with this name, spec and kind (for reattaching)."""
