@@ -38,33 +38,23 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     store = context.store
     cluster = lifecycle.cluster_for(context, sweep.jobs[indices[0]])
     transport = context.transport(cluster)
+    made = _record_fresh(context, sweep, row, indices, cluster, spec_path, held)
+    for index in indices:
+        if index not in made:
+            made.update(_record_one(context, sweep, row, index, cluster, spec_path, held))
     prepared = []  # (job row, job, attempt, rendered)
     for index in indices:
-        job = sweep.jobs[index]
-        spec_hash = sweep.job_hashes[index]
-        with store.claim(f"spec:{job.name}:{spec_hash}:full"):
-            followed = lifecycle._follow_existing(context, job, cluster, spec_hash, "full")
-            if followed is not None:  # another process submitted it meanwhile: it is this element
-                if followed[0].sweep_id != row.id:
-                    store.set_job(followed[0].id, sweep_id=row.id, sweep_index=index)
-                continue
-            job_id = new_job_id()
-            store.create_job(job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type,
-                             spec_json=config.job_to_json(job), spec_hash=spec_hash, spec_path=spec_path,
-                             sweep_id=row.id, sweep_index=index)
-            held.enter_context(store.claim(f"submit:{job_id}"))
-            attempt_row = store.begin_attempt(job_id)
-        job_row = store.get_job(job_id)
-        context.event(job_id, "created", f"job {job.name} recorded as {job_id} (sweep {row.name} element {index}, "
-                      f"spec {spec_hash})")
-        attempt = lifecycle.new_attempt(context, job, cluster, job_id=job_id, n=attempt_row.n)
-        rendered = lifecycle.render(context, job, attempt, cluster)
-        store.set_job(job_id, script=rendered.script)
-        if estimates and index in estimates:
-            lifecycle.record_estimates(store, job_row, estimates[index])
-        prepared.append((job_row, job, attempt, rendered))
+        if index in made:
+            job = sweep.jobs[index]
+            attempt = lifecycle.new_attempt(context, job, cluster, job_id=made[index], n=1)  # a new job's first
+            prepared.append((store.get_job(made[index]), job, attempt, lifecycle.render(context, job, attempt, cluster)))
     if not prepared:
         return
+    with store.transaction():  # one commit for 1,000 scripts, not 1,000
+        for job_row, _job, _attempt, rendered in prepared:
+            store.set_job(job_row.id, script=rendered.script)
+            if estimates and job_row.sweep_index in estimates:
+                lifecycle.record_estimates(store, job_row, estimates[job_row.sweep_index])
     # Every element's folder in one remote command (a 1,000-element array: one, not 1,000).
     codes = staging.stage_many(transport, [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
                                            for job_row, job, attempt, rendered in prepared])
@@ -76,13 +66,71 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
         for job_row, job, attempt, _rendered in prepared:
             lifecycle._submit_attempt(context, job_row, job, cluster, attempt_row=store.attempt(job_row.id, attempt.n))
         return
-    for (job_row, _job, attempt, _rendered), submission in zip(prepared, submissions):
-        store.record_submission(job_row.id, attempt.n, config.record_to_json(submission), submission.backend_job_id,
-                                submission.submitted_at)
-        context.event(job_row.id, "submitted", f"attempt {attempt.n} submitted as {cluster.type} job "
-                      f"{submission.backend_job_id} on {cluster.name} (one of an array of {len(prepared)})",
-                      attempt=attempt.n, source=submission.source, backend_job_id=submission.backend_job_id,
-                      log=submission.log_path)
+    # One commit: a runjob killed before it leaves every element SUBMITTING with its tag, found
+    # in the array by the next run (as a kill between sbatch and recording always did).
+    with store.transaction():
+        for (job_row, _job, attempt, _rendered), submission in zip(prepared, submissions):
+            store.record_submission(job_row.id, attempt.n, config.record_to_json(submission), submission.backend_job_id,
+                                    submission.submitted_at)
+            context.event(job_row.id, "submitted", f"attempt {attempt.n} submitted as {cluster.type} job "
+                          f"{submission.backend_job_id} on {cluster.name} (one of an array of {len(prepared)})",
+                          attempt=attempt.n, source=submission.source, backend_job_id=submission.backend_job_id,
+                          log=submission.log_path)
+
+
+def _record_fresh(context: RunContext, sweep, row: SweepRow, indices: list[int], cluster, spec_path,
+                  held: contextlib.ExitStack) -> dict[int, str]:
+    """The job and first attempt of every element no job of whose spec exists yet, in one
+    transaction: {index: job id}. The others (a rerun's, or a spec another process is creating
+    now) are left to :func:`_record_one`. Each element's spec lease is held while it is
+    recorded, and its submit lease from before its attempt exists until it is submitted, as
+    :func:`_record_one` holds them: taken and freed in batches (one commit each)."""
+    store = context.store
+    keys = {index: f"spec:{sweep.jobs[index].name}:{sweep.job_hashes[index]}:full" for index in indices}
+    held_before = set(store.held_leases("spec:"))
+    busy = store.try_leases([key for key in keys.values() if key not in held_before])
+    taken = [index for index in indices if keys[index] not in busy]
+    try:
+        known = store.specs_with_jobs([(sweep.jobs[i].name, sweep.job_hashes[i]) for i in taken], "full")
+        ids = {index: new_job_id() for index in taken if (sweep.jobs[index].name, sweep.job_hashes[index]) not in known}
+        submit_keys = [f"submit:{job_id}" for job_id in ids.values()]
+        store.try_leases(submit_keys)  # new ids: no other process knows them
+        held.callback(store.release_leases, submit_keys)
+        with store.transaction():
+            for index, job_id in ids.items():
+                _create(context, sweep, row, index, cluster, spec_path, job_id)
+        return ids
+    finally:
+        store.release_leases([keys[index] for index in taken if keys[index] not in held_before])
+
+
+def _record_one(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec_path,
+                held: contextlib.ExitStack) -> dict[int, str]:
+    """{index: job id} of an element recorded now, or {} when its spec already has a job to
+    follow (another process submitted it meanwhile, or a rerun finds it): it is this element."""
+    store = context.store
+    job, spec_hash = sweep.jobs[index], sweep.job_hashes[index]
+    with store.claim(f"spec:{job.name}:{spec_hash}:full"):
+        followed = lifecycle._follow_existing(context, job, cluster, spec_hash, "full")
+        if followed is not None:
+            if followed[0].sweep_id != row.id:
+                store.set_job(followed[0].id, sweep_id=row.id, sweep_index=index)
+            return {}
+        job_id = new_job_id()
+        held.enter_context(store.claim(f"submit:{job_id}"))
+        _create(context, sweep, row, index, cluster, spec_path, job_id)
+    return {index: job_id}
+
+
+def _create(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec_path, job_id: str) -> None:
+    """Element *index*'s job row and its first attempt (SUBMITTING, with its tag)."""
+    job, spec_hash = sweep.jobs[index], sweep.job_hashes[index]
+    context.store.create_job(job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type,
+                             spec_json=config.job_to_json(job), spec_hash=spec_hash, spec_path=spec_path,
+                             sweep_id=row.id, sweep_index=index)
+    context.store.begin_attempt(job_id)
+    context.event(job_id, "created", f"job {job.name} recorded as {job_id} (sweep {row.name} element {index}, "
+                  f"spec {spec_hash})")
 
 
 def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str):

@@ -14,6 +14,7 @@ job again by its tag instead.
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import logging
@@ -378,7 +379,9 @@ _TREE_FAILED = "runjob:job-files-not-written"
 
 def _tree_command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, str]:
     """The shell command that creates *root* and *also_make* and unpacks a tar stream of
-    *files* into *root*, and that stream (base64, its stdin)."""
+    *files* into *root*, and that stream (gzip, then base64: its stdin). A sweep's 1,000
+    folders are ~8 MB of tar blocks and near-identical scripts, 0.2 MB gzipped at level 1
+    (~20 ms): paramiko sends ~25 MB/s, so the stream was most of the array's submit."""
     buffer = io.BytesIO()
     now = int(time.time())
     first_of: dict[tuple[bytes, int], str] = {}  # (digest, mode) -> the first file with those bytes
@@ -400,8 +403,8 @@ def _tree_command(root: str, files: dict[str, tuple[str, int]], also_make: Seque
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     folders = " ".join(shlex.quote(f) for f in (root, *also_make))
-    command = f"mkdir -p {folders} && base64 -d | tar -x -m -C {shlex.quote(root)} -f -"
-    return command, base64.b64encode(buffer.getvalue()).decode()
+    command = f"mkdir -p {folders} && base64 -d | tar -x -z -m -C {shlex.quote(root)} -f -"
+    return command, base64.b64encode(gzip.compress(buffer.getvalue(), compresslevel=1, mtime=0)).decode()
 
 
 def _tree_failed(root: str, host: str, stderr: str) -> str:
