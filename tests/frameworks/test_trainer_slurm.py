@@ -41,15 +41,15 @@ def checkpoints(ctx, row):
 def test_trainer_with_the_callback_saves_on_the_warning_and_ends_at_max_steps(ctx, frameworks_python):
     # SLURM may send the warning up to 60 s before the margin: with a 1-minute limit it comes
     # before a loaded machine has even imported torch (measured: 40-50 s to start here), and
-    # every attempt saves after one step. With 2 minutes it comes 50-110 s in. The first
-    # attempt's 80 steps take 2 s each, 160 s in all, longer than the limit itself: the warning
-    # always comes first, on any machine (with 1 s steps, a quick start ended all 80 steps
-    # before a late warning on CI). Later attempts run at full speed; each saves again if
-    # warned again.
+    # every attempt saves after one step. With 3 minutes and a 30 s margin it comes 90-150 s
+    # in, at least 30 s before the kill (a 10 s margin with 2 minutes left a loaded CI run too
+    # little to finish its step and save: TIMEOUT). The first attempt's 80 steps take 2 s
+    # each, 160 s after a 40-50 s start, longer than the limit: the warning always comes
+    # first. Later attempts run at full speed and end before any warning.
     row = submit(ctx, "hf-callback",
                  f"{frameworks_python} train_tiny.py model data/train.txt --max-steps 80 --save-steps 50 "
                  "--callback --step-seconds 2.0 --slow-attempts 1",
-                 template="training", resources={"time": "2"}, checkpoint={"signal_margin": 10},
+                 template="training", resources={"time": "3"}, checkpoint={"signal_margin": 30},
                  resume={"max_attempts": 8})
     monitor.watch(ctx, [row.id], min_interval=1.0, max_interval=3.0)
     attempts = ctx.store.attempts(row.id)

@@ -190,7 +190,9 @@ def test_an_element_that_times_out_is_resumed_alone(ctx, shared, runjob_home):
     (runjob_home / "project" / "rows_job.py").write_text(rows_job.read_text())
     spec = {"name": "slow", "cluster": "under-test", "workdir": "project", "command": "python3 rows_job.py 5 0.1",
             "resources": {"time": "1"},
-            "sweep": {"params": {"command": ["python3 rows_job.py 5 0.1", "python3 rows_job.py 250 0.35"]}}}
+            # 112 s: SLURM checks time limits every 30 s, so a 1-minute job is killed 60-90 s in
+            # (87.5 s of rows ended just before the kill once on CI).
+            "sweep": {"params": {"command": ["python3 rows_job.py 5 0.1", "python3 rows_job.py 250 0.45"]}}}
     sweep = sweep_from_mapping(spec, source=str(runjob_home / "slow.yaml"), base_dir=str(runjob_home))
     row = _run.record(ctx, sweep)
     driven = _run.drive(ctx, sweep, row, checks=[], interval=2.0)
