@@ -6,6 +6,9 @@
 2. One poll of the array's N tasks (the backend's ``runjob_poll``: one ``squeue -r``, sacct only for
    tasks that left the queue) and one whole monitor cycle, vs one raw ``squeue -h -r -u USER`` over
    the same connection (target: at most 1.2x).
+1b. The issue's own comparison, whole processes: ``runjob submit SWEEP.yaml --yes`` (the CLI as a
+   user types it, runjob's agent and warm process up) vs ``ssh host sbatch --array=0-(N-1)%1
+   script`` with a new connection, and with OpenSSH's ControlMaster sharing one.
 3. ``runjob report SWEEP --json`` data (``_report.build``) of an N-element sweep whose elements each
    collected 100 scored rows, in a local store (target: at most 2 s).
 
@@ -75,6 +78,50 @@ def submit_section(args, context, cluster, user: str, arrays: list[str]) -> list
     per_element = median_ms(samples[1]) / args.elements
     print(f"   runjob per element: {per_element:.2f} ms (recording, rendering; every folder in one put_tree)")
     return rows
+
+
+def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str]) -> None:
+    import subprocess
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_slurm import ssh_argv
+
+    folder = f"{cluster.scratch_path}/bench-raw"
+    raw = ssh_argv(env, f"sbatch --parsable -o /dev/null --array 0-{args.elements - 1}%1 -p debug {folder}/array.sh")
+    control = [*raw[:1], "-o", "ControlMaster=auto", "-o", f"ControlPath={work}/cm-%C", "-o", "ControlPersist=120",
+               *raw[1:]]
+    runjob = str(Path(sys.executable).parent / "runjob")
+    environ = {**os.environ, "RUNJOB_HOME": str(work / ".runjob")}
+    made = []
+
+    def ssh(argv: list[str]) -> None:
+        arrays.append(subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip().split(";")[0])
+
+    def ours() -> None:
+        name = f"wsw{len(made)}x{os.getpid()}"
+        made.append(name)
+        (work / f"{name}.yaml").write_text(yaml.safe_dump(sweep_spec(name, args.elements)))
+        subprocess.run([runjob, "submit", f"{name}.yaml", "--yes"], cwd=work, env=environ, check=True, capture_output=True)
+
+    ssh(control)  # opens the shared connection
+    ours()  # starts runjob's agent and warm process, as the first command of a session does
+    samples = time_interleaved([lambda: ssh(raw), lambda: ssh(control), ours], args.reps)
+    show(f"1b. submit a {args.elements}-element sweep, whole processes", [
+        (f"raw: ssh host sbatch --array=0-{args.elements - 1}%1 (new connection)", samples[0]),
+        ("raw: the same over OpenSSH's ControlMaster", samples[1]),
+        ("runjob submit SWEEP.yaml --yes", samples[2]),
+    ], target="<= 1.5x the first row")
+    subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
+    from runjob_core.store import Store
+    from runjob_core.sweep import _run
+
+    store = Store(work / ".runjob" / "state.db")  # the CLI's arrays, cancelled with the others
+    for name in made:
+        arrays.extend({store.latest_attempt(job.id).backend_job_id.split("_")[0]
+                       for job in _run.element_jobs(store, store.find_sweep(name).id).values()})
+    store.close()
 
 
 def poll_section(args, context, cluster, user: str, name: str) -> None:
@@ -157,7 +204,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--only", default="submit,poll,report")
+    parser.add_argument("--only", default="submit,process,poll,report")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if "report" in only:
@@ -176,6 +223,8 @@ def main() -> None:
     arrays: list[str] = []
     try:
         names = submit_section(args, context, cluster, user, arrays)
+        if "process" in only:
+            whole_process_section(args, env, work, cluster, arrays)
         if "poll" in only:
             poll_section(args, context, cluster, user, names[-1])
     finally:

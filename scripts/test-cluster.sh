@@ -325,6 +325,9 @@ JobCompLoc=/var/log/slurm/jobcomp.log
 KillWait=5
 # finished jobs stay visible to scontrol / squeue -t all for 10 min
 MinJobAge=600
+# every task of an array counts, and cancelled ones stay for MinJobAge: the 1,000-element
+# sweep benches (bench/bench_sweep.py) queue ~10 arrays in a few minutes (10,000 refused them)
+MaxJobCount=50000
 InactiveLimit=0
 Waittime=0
 GresTypes=gpu
