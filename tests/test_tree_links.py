@@ -1,11 +1,12 @@
-"""The SSH transport's tar stream (``_tree_command``): files with the same bytes go once, the
-others as hard links (a sweep's 1,000 folders each get the same job-side library); unpacked
-here by the same shell line the cluster runs (bash, base64, GNU tar)."""
+"""The remote transports' tar stream (``runjob_core.transport.tree.command``): files with the
+same bytes go once, the others as hard links (a sweep's 1,000 folders each get the same
+job-side library); unpacked here by the same shell line the cluster runs (bash, base64, GNU
+tar)."""
 
 import os
 import subprocess
 
-from runjob_core.transport.ssh import _LINK_AT_LEAST, _tree_command
+from runjob_core.transport.tree import command as _tree_command
 
 LIBRARY = "x = 1\n" * 20_000  # 120 KB
 

@@ -42,6 +42,7 @@ def event_printer(as_json: bool, *, quiet_kinds: tuple[str, ...] = (), events_on
         stamp = time.strftime("%H:%M:%S", time.localtime(event.ts))
         click.echo(f"{click.style(stamp, dim=True)} {click.style(f'{event.kind:<10}', bold=True, fg=colour)} "
                    f"{click.style(event.message, fg=colour)}", err=True)
+    show.for_people = not as_json  # a sweep's array shows people a few of its elements' lines
     return show
 
 

@@ -12,6 +12,7 @@ alone): no element is submitted twice.
 from __future__ import annotations
 
 import contextlib
+import time
 
 from runjob_core import _plugin_errors, config, lifecycle, staging
 from runjob_core.context import RunContext
@@ -29,8 +30,44 @@ def submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int], 
     # Each element's submit:<job id> is held from its attempt's start until its submission is
     # recorded, as lifecycle.submit holds it for one job: another process that finds the attempt
     # SUBMITTING meanwhile waits instead of reattaching (not found yet) and submitting it alone.
-    with contextlib.ExitStack() as held:
+    with contextlib.ExitStack() as held, _fewer_lines(context, len(indices)):
         _submit_group(context, sweep, row, indices, limit=limit, spec_path=spec_path, estimates=estimates, held=held)
+
+
+#: Elements whose "created" and "submitted" lines the terminal shows (every one is recorded).
+SHOWN_ELEMENTS = 3
+
+
+@contextlib.contextmanager
+def _fewer_lines(context: RunContext, elements: int):
+    """The terminal gets the first elements' "created" and "submitted" lines and one line for
+    the rest, not 2,000 lines for a 1,000-element array; the store records every event
+    (``runjob events``). A JSON event stream (``--json``) gets every event."""
+    printer = context.on_event
+    if not getattr(printer, "for_people", False) or elements <= SHOWN_ELEMENTS:
+        yield
+        return
+    counts = {"created": 0, "submitted": 0}
+
+    def show(event) -> None:
+        if event.kind in counts:
+            counts[event.kind] += 1
+            if counts[event.kind] > SHOWN_ELEMENTS:
+                return
+        printer(event)
+
+    context.on_event = show
+    try:
+        yield
+    finally:
+        context.on_event = printer
+        more = {kind: n - SHOWN_ELEMENTS for kind, n in counts.items() if n > SHOWN_ELEMENTS}
+        if more:
+            from runjob_core.store import EventRow
+
+            said = " and ".join(f"{n} more {kind}" for kind, n in more.items())
+            printer(EventRow(0, None, None, time.time(), "submitted" if "submitted" in more else "created", "runjob",
+                             f"... {said} (every line: runjob events)", {}))
 
 
 def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int], *, limit: int, spec_path, estimates,

@@ -57,7 +57,7 @@ def _folder() -> Path:
 
 
 #: The operations' version: a client never asks an agent started by older code for one it lacks.
-PROTOCOL = 2  # 2: run_with_tree
+PROTOCOL = 3  # 2: run_with_tree; 3: run_shell (the client builds a tree's tar stream)
 
 
 def _key(cluster_json: str) -> str:
@@ -193,20 +193,25 @@ class AgentTransport(Transport):
     def put_text(self, path: str, text: str, mode: int = 0o644) -> None:
         self._call("put_text", path=path, text=text, mode=mode)
 
+    def run_shell(self, command: str, *, input: str | None = None, timeout: float | None = None,
+                  idempotent: bool = True, argv: tuple[str, ...] | None = None) -> Completed:
+        self.commands.append(command)
+        rc, out, err = self._call("run_shell", command=command, input=input, timeout=timeout, idempotent=idempotent,
+                                  argv=list(argv) if argv else None)
+        return Completed(tuple(argv) if argv else (command,), rc, out, err)
+
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
-        self._call("put_tree", root=root, files={k: list(v) for k, v in files.items()}, also_make=list(also_make))
+        # The tar stream is made here and goes to the agent as one short text (see transport.tree).
+        from runjob_core.transport import tree as _tree  # tarfile and gzip: not for every command
+
+        _tree.put_tree(self.run_shell, self.cluster.host, root, files, also_make)
 
     def run_with_tree(self, tree: tuple[str, dict[str, tuple[str, int]], Sequence[str]], argv: Sequence[str], *,
                       timeout: float | None = None, idempotent: bool = True) -> Completed:
         """:meth:`SSHTransport.run_with_tree` through the agent: one remote command."""
-        import shlex
+        from runjob_core.transport import tree as _tree
 
-        root, files, also_make = tree
-        self.commands.append(shlex.join(str(a) for a in argv))
-        rc, out, err = self._call("run_with_tree", root=root, files={k: list(v) for k, v in files.items()},
-                                  also_make=list(also_make), argv=[str(a) for a in argv], timeout=timeout,
-                                  idempotent=idempotent)
-        return Completed(tuple(argv), rc, out, err)
+        return _tree.run_with_tree(self.run_shell, self.cluster.host, tree, argv, timeout=timeout, idempotent=idempotent)
 
     def put_file(self, local: Path, path: str) -> None:
         self._call("put_file", local=str(Path(local).absolute()), path=path)
@@ -267,11 +272,9 @@ def _handle(transport, op: str, args: dict[str, Any]) -> Any:
         return [info.path, info.size, info.mtime] if info else None
     if op == "listdir_recursive":
         return [[f.path, f.size, f.mtime] for f in transport.listdir_recursive(args["path"])]
-    if op == "put_tree":
-        return transport.put_tree(args["root"], {k: tuple(v) for k, v in args["files"].items()}, also_make=args["also_make"])
-    if op == "run_with_tree":
-        tree = (args["root"], {k: tuple(v) for k, v in args["files"].items()}, args["also_make"])
-        result = transport.run_with_tree(tree, args["argv"], timeout=args["timeout"], idempotent=args["idempotent"])
+    if op == "run_shell":
+        result = transport.run_shell(args["command"], input=args["input"], timeout=args["timeout"],
+                                     idempotent=args["idempotent"], argv=tuple(args["argv"]) if args["argv"] else None)
         return [result.returncode, result.stdout, result.stderr]
     if op in ("put_file", "get_file"):
         local = Path(args["local"])

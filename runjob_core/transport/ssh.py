@@ -13,16 +13,11 @@ job again by its tag instead.
 
 from __future__ import annotations
 
-import base64
-import gzip
-import hashlib
-import io
 import logging
 import os
 import select
 import shlex
 import socket
-import tarfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +28,7 @@ from runjob_core.errors import HostKeyMismatch, TransportError
 from runjob_core.transport.execute import Completed
 from runjob_core.models import ClusterConfig
 from runjob_core.transport import FileInfo, Transport
+from runjob_core.transport import tree as _tree
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -244,23 +240,14 @@ class SSHTransport(Transport):
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
         # One command for the whole job folder: a tar stream on stdin, unpacked remotely.
         # On a cluster 30 ms away this is 1 round trip instead of ~20 SFTP requests.
-        command, encoded = _tree_command(root, files, also_make)
-        result = self.run_shell(command, input=encoded)
-        if not result.ok:
-            raise TransportError(_tree_failed(root, self.cluster.host, result.stderr))
+        _tree.put_tree(self.run_shell, self.cluster.host, root, files, also_make)
 
     def run_with_tree(self, tree: tuple[str, dict[str, tuple[str, int]], Sequence[str]], argv: Sequence[str], *,
                       timeout: float | None = None, idempotent: bool = True) -> Completed:
         """``put_tree(*tree)`` then ``run(argv)`` as one remote command: one round trip where a
         submit wrote the job's files and then ran ``sbatch`` in two (issue 29). Raises as
         ``put_tree`` does when the files cannot be written (*argv* is then not run)."""
-        root, files, also_make = tree
-        command, encoded = _tree_command(root, files, also_make)
-        line = f"{{ {command}; }} || {{ echo {_TREE_FAILED} >&2; exit 1; }}; exec {shlex.join(str(a) for a in argv)}"
-        result = self.run_shell(line, input=encoded, timeout=timeout, idempotent=idempotent, argv=tuple(argv))
-        if not result.ok and result.stderr.rstrip().endswith(_TREE_FAILED):
-            raise TransportError(_tree_failed(root, self.cluster.host, result.stderr.rstrip()[:-len(_TREE_FAILED)]))
-        return result
+        return _tree.run_with_tree(self.run_shell, self.cluster.host, tree, argv, timeout=timeout, idempotent=idempotent)
 
     def put_file(self, local: Path, path: str) -> None:
         def operation() -> None:
@@ -371,41 +358,3 @@ def _exec(channel: Any, command: str, input: str | None, timeout: float | None, 
     return Completed(argv, status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
-#: Files at least this large whose bytes are already in the tar stream go as hard links.
-_LINK_AT_LEAST = 1024
-#: The last line of a combined command's stderr when its files were not written.
-_TREE_FAILED = "runjob:job-files-not-written"
-
-
-def _tree_command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, str]:
-    """The shell command that creates *root* and *also_make* and unpacks a tar stream of
-    *files* into *root*, and that stream (gzip, then base64: its stdin). A sweep's 1,000
-    folders are ~8 MB of tar blocks and near-identical scripts, 0.2 MB gzipped at level 1
-    (~20 ms): paramiko sends ~25 MB/s, so the stream was most of the array's submit."""
-    buffer = io.BytesIO()
-    now = int(time.time())
-    first_of: dict[tuple[bytes, int], str] = {}  # (digest, mode) -> the first file with those bytes
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for rel, (text, mode) in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(rel)
-            info.mode, info.mtime = mode, now
-            key = (hashlib.sha1(data).digest(), mode) if len(data) >= _LINK_AT_LEAST else None
-            if key in first_of:
-                # The same bytes again (each of a sweep's folders gets the same job-side library):
-                # a hard link to the first copy. tar replaces a file it extracts over (unlinking it
-                # first), so a later write to one folder never reaches the others.
-                info.type, info.linkname = tarfile.LNKTYPE, first_of[key]
-                archive.addfile(info)
-                continue
-            if key is not None:
-                first_of[key] = rel
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    folders = " ".join(shlex.quote(f) for f in (root, *also_make))
-    command = f"mkdir -p {folders} && base64 -d | tar -x -z -m -C {shlex.quote(root)} -f -"
-    return command, base64.b64encode(gzip.compress(buffer.getvalue(), compresslevel=1, mtime=0)).decode()
-
-
-def _tree_failed(root: str, host: str, stderr: str) -> str:
-    return f"cannot write the job's files under {root} on {host}: {stderr.strip()}"
