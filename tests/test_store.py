@@ -348,3 +348,20 @@ def test_job_ids_made_in_one_second_never_repeat(monkeypatch):
     assert len(set(ids)) == len(ids)
     # The same shape as before: SLURM's reattach reads the seconds back from an id.
     assert all(len(i) == 15 and int(i.removeprefix("rj-")[:-6], 36) == 1_800_000_000 for i in ids)
+
+
+def test_specs_with_jobs_names_the_pairs_that_have_a_job_of_that_kind(state):
+    store = state.open()
+    store.create_job(name="a", cluster="c", backend="local", spec_json="{}", spec_hash="h1", spec_path=None)
+    store.create_job(name="b", cluster="c", backend="local", spec_json="{}", spec_hash="h2", spec_path=None,
+                     kind="canary")
+    asked = [("a", "h1"), ("a", "h9"), ("b", "h2"), ("c", "h3")]
+    assert store.specs_with_jobs(asked, "full") == {("a", "h1")}
+    assert store.specs_with_jobs(asked, "canary") == {("b", "h2")}
+    assert store.specs_with_jobs([], "full") == set()
+    # Leases taken and freed in batches, as a sweep's array submit does: another store sees them held.
+    other = state.open()
+    assert store.try_leases(["spec:a", "spec:b"]) == {}
+    assert set(other.try_leases(["spec:a", "spec:c"])) == {"spec:a"}
+    store.release_leases(["spec:a", "spec:b"])
+    assert other.try_leases(["spec:a", "spec:b"]) == {}

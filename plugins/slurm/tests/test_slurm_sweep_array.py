@@ -244,3 +244,26 @@ def test_kill_minus_9_of_run_mid_sweep_then_rerun_submits_no_element_twice(ctx, 
     assert sorted(accounted) == sorted(f"{array}_{i}|{name}|COMPLETED" for i in range(6))  # one array, each task once
     overlap = [int(n) for n in remote(ctx, f"cat {shlex.quote(shared)}/overlap.txt").stdout.split()]
     assert len(overlap) == 6 and max(overlap) <= 2
+
+
+def test_a_sweep_on_a_shared_postgresql_state_goes_out_as_one_array(pg_url, monkeypatch, runjob_home, slurm_env):
+    # Team mode: the elements' rows, leases and events recorded in batches on PostgreSQL.
+    monkeypatch.setenv("RUNJOB_STATE_URL", pg_url)
+    cluster = slurm_cluster_config(slurm_env, name="under-test")
+    write_clusters_yaml(runjob_home / ".runjob" / "clusters.yaml", [cluster])
+    spec = {"name": "pgarr", "command": "echo element $RUNJOB_JOB_NAME", "cluster": "under-test",
+            "sweep": {"params": {"i": [0, 1, 2, 3]}, "max_parallel": 2}}
+    sweep = sweep_from_mapping(spec, source=str(runjob_home / "pgarr.yaml"), base_dir=str(runjob_home))
+    context = lifecycle.open_context()
+    try:
+        assert context.store.shared
+        row = _run.record(context, sweep)
+        driven = _run.drive(context, sweep, row, checks=[], interval=1.0)
+        ids = ids_of(context, row)
+        assert ids == [f"{ids[0].split('_')[0]}_{i}" for i in range(4)]
+        assert [e["state"] for e in driven.elements] == ["COMPLETED"] * 4
+        assert context.store.held_leases("spec:") == context.store.held_leases("submit:") == []
+        again = _run.record(context, sweep)  # the same sweep again: nothing new
+        assert again.id == row.id and ids_of(context, again) == ids
+    finally:
+        context.close()
