@@ -22,13 +22,17 @@ def _secret_values() -> tuple[str, ...]:
     error text (2,000 times in a 1,000-element sweep submit): reading every variable's value
     each time cost 0.25 ms a call, so the secret *names* are worked out once per set of
     variable names and only their values are read on each call."""
-    names = _secret_names(frozenset(os.environ))
+    # CPython keeps the environment as a dict of bytes: the set of its keys costs no decoding
+    # (iterating os.environ decodes every name: half of this function's time).
+    raw = getattr(os.environ, "_data", None)
+    names = _secret_names(frozenset(raw) if isinstance(raw, dict) else frozenset(os.environ))
     return _longest_first(tuple(os.environ.get(name) or "" for name in names))
 
 
 @functools.lru_cache(maxsize=8)
-def _secret_names(names: frozenset[str]) -> tuple[str, ...]:
-    return tuple(sorted(n for n in names if n in SECRET_ENV_VARS or _SECRET_NAME.search(n.upper())))
+def _secret_names(names: frozenset) -> tuple[str, ...]:
+    decoded = (os.fsdecode(n) if isinstance(n, bytes) else n for n in names)
+    return tuple(sorted(n for n in decoded if n in SECRET_ENV_VARS or _SECRET_NAME.search(n.upper())))
 
 
 @functools.lru_cache(maxsize=8)
