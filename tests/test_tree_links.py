@@ -38,3 +38,41 @@ def test_small_or_differently_moded_files_are_not_linked(tmp_path):
                       "a/big": (LIBRARY, 0o644), "b/big": (LIBRARY, 0o755)})
     assert os.stat(tmp_path / "a" / "small").st_nlink == 1 and os.stat(tmp_path / "b" / "big").st_nlink == 1
     assert os.stat(tmp_path / "b" / "big").st_mode & 0o777 == 0o755
+
+
+def _unpacked(root):
+    return {str(p.relative_to(root)): (p.read_text(), p.stat().st_mode & 0o777, p.stat().st_nlink)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_ustar_writer_unpacks_as_pythons_tarfile_does_long_paths_included(tmp_path):
+    import io
+    import tarfile
+
+    from runjob_core.transport import tree
+
+    long_folder = "sweep-" + "x" * 120  # over ustar's 100-byte name: split into prefix and name
+    files = {f"el{i}/lib/job.py": (LIBRARY, 0o644) for i in range(3)}
+    files.update({f"{long_folder}/el{i}/run.sh": (f"#!/bin/bash\necho é {i}\n", 0o755) for i in range(3)})
+    files["top.txt"] = ("", 0o600)
+    ours, theirs = tree._ustar(files, 1_700_000_000), tree._tarfile(files, 1_700_000_000)
+    assert ours is not None and len(ours) < len(theirs)  # no PAX records
+    members = tarfile.open(fileobj=io.BytesIO(ours)).getmembers()  # checksums and fields as tarfile reads them
+    assert [(m.name, m.size, m.mode, m.mtime, m.islnk()) for m in members] == \
+           [(m.name, m.size, m.mode, m.mtime, m.islnk()) for m in tarfile.open(fileobj=io.BytesIO(theirs)).getmembers()]
+    for name, archive in (("ours", ours), ("theirs", theirs)):
+        (tmp_path / name).mkdir()
+        subprocess.run(["tar", "-x", "-m", "-C", str(tmp_path / name), "-f", "-"], input=archive, check=True)
+    assert _unpacked(tmp_path / "ours") == _unpacked(tmp_path / "theirs")
+    assert _unpacked(tmp_path / "ours")["el1/lib/job.py"][2] == 3  # linked
+
+
+def test_a_path_ustar_cannot_hold_goes_through_tarfile(tmp_path):
+    from runjob_core.transport import tree
+
+    unsplittable = "d/" + "y" * 150 + ".txt"  # a 150-byte last part
+    assert tree._ustar({unsplittable: ("z\n", 0o644)}, 0) is None
+    linked_far = {f"{'f' * 60}/{'g' * 50}/lib{i}.py": (LIBRARY, 0o644) for i in range(2)}  # a 100+ byte link name
+    assert tree._ustar(linked_far, 0) is None
+    unpack(tmp_path, {unsplittable: ("z\n", 0o644), "ok.txt": ("fine\n", 0o644)})
+    assert (tmp_path / unsplittable).read_text() == "z\n" and (tmp_path / "ok.txt").read_text() == "fine\n"

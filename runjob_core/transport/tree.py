@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import io
 import shlex
+import struct
 import tarfile
 import time
 from collections.abc import Callable, Sequence
@@ -36,29 +37,81 @@ RunShell = Callable[..., Completed]
 def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, str]:
     """The shell command that creates *root* and *also_make* and unpacks a tar stream of
     *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin)."""
-    buffer = io.BytesIO()
     now = int(time.time())
-    first_of: dict[tuple[bytes, int], str] = {}  # (digest, mode) -> the first file with those bytes
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for rel, (text, mode) in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(rel)
-            info.mode, info.mtime = mode, now
-            key = (hashlib.sha1(data).digest(), mode) if len(data) >= LINK_AT_LEAST else None
-            if key in first_of:
-                # The same bytes again (each of a sweep's folders gets the same job-side library):
-                # a hard link to the first copy. tar replaces a file it extracts over (unlinking it
-                # first), so a later write to one folder never reaches the others.
-                info.type, info.linkname = tarfile.LNKTYPE, first_of[key]
-                archive.addfile(info)
-                continue
-            if key is not None:
-                first_of[key] = rel
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
+    archive = _ustar(files, now)
+    if archive is None:  # a path ustar cannot hold (over 255 bytes, or no place to split it)
+        archive = _tarfile(files, now)
     folders = " ".join(shlex.quote(f) for f in (root, *also_make))
     line = f"mkdir -p {folders} && base64 -d | tar -x -z -m -C {shlex.quote(root)} -f -"
-    return line, base64.b64encode(gzip.compress(buffer.getvalue(), compresslevel=1, mtime=0)).decode()
+    return line, base64.b64encode(gzip.compress(archive, compresslevel=1, mtime=0)).decode()
+
+
+def _members(files: dict[str, tuple[str, int]]):
+    """(path, bytes, mode, the earlier path with the same bytes and mode or None), in path order.
+
+    The same bytes again (each of a sweep's folders gets the same job-side library) go as a hard
+    link to the first copy. tar replaces a file it extracts over (unlinking it first), so a later
+    write to one folder never reaches the others."""
+    first_of: dict[tuple[bytes, int], str] = {}  # (digest, mode) -> the first file with those bytes
+    for rel, (text, mode) in sorted(files.items()):
+        data = text.encode()
+        key = (hashlib.sha1(data).digest(), mode) if len(data) >= LINK_AT_LEAST else None
+        if key is not None and key in first_of:
+            yield rel, data, mode, first_of[key]
+            continue
+        if key is not None:
+            first_of[key] = rel
+        yield rel, data, mode, None
+
+
+def _ustar(files: dict[str, tuple[str, int]], mtime: int) -> bytes | None:
+    """The archive in plain ustar blocks, written here: Python's tarfile spends ~40 us a
+    member on PAX checks and copies (0.3 s of a 1,000-element sweep's 8,000 files). None when
+    a path does not fit ustar's name and prefix fields."""
+    blocks = []
+    for rel, data, mode, link in _members(files):
+        header = _ustar_header(rel, 0 if link else len(data), mode, mtime, link)
+        if header is None:
+            return None
+        blocks.append(header)
+        if not link:
+            blocks.append(data)
+            blocks.append(b"\0" * (-len(data) % 512))
+    blocks.append(b"\0" * 1024)  # two empty blocks: the end of the archive
+    return b"".join(blocks)
+
+
+_USTAR = struct.Struct("100s8s8s8s12s12s8sc100s6s2s32s32s8s8s155s12s")
+
+
+def _ustar_header(path: str, size: int, mode: int, mtime: int, link: str | None) -> bytes | None:
+    name, linkname = path.encode(), (link or "").encode()
+    prefix = b""
+    if len(name) > 100:  # split at a "/": a prefix of at most 155 bytes and a name of at most 100
+        cut = name.rfind(b"/", 0, 156)
+        if cut <= 0 or len(name) - cut - 1 > 100:
+            return None
+        prefix, name = name[:cut], name[cut + 1:]
+    if len(linkname) > 100 or size > 0o77777777777:
+        return None
+    header = _USTAR.pack(name, b"%07o\0" % mode, b"0000000\0", b"0000000\0", b"%011o\0" % size, b"%011o\0" % mtime,
+                         b" " * 8, b"1" if link else b"0", linkname, b"ustar\0", b"00", b"", b"", b"", b"", prefix, b"")
+    return header[:148] + b"%06o\0 " % sum(header) + header[156:]
+
+
+def _tarfile(files: dict[str, tuple[str, int]], mtime: int) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for rel, data, mode, link in _members(files):
+            info = tarfile.TarInfo(rel)
+            info.mode, info.mtime = mode, mtime
+            if link:
+                info.type, info.linkname = tarfile.LNKTYPE, link
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def put_tree(run_shell: RunShell, host: str, root: str, files: dict[str, tuple[str, int]],
