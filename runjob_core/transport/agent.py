@@ -57,7 +57,7 @@ def _folder() -> Path:
 
 
 #: The operations' version: a client never asks an agent started by older code for one it lacks.
-PROTOCOL = 3  # 2: run_with_tree; 3: run_shell (the client builds a tree's tar stream)
+PROTOCOL = 3  # 2: run_with_tree; 3: no tree operations (the client sends a tree's tar stream with run)
 
 
 def _key(cluster_json: str) -> str:
@@ -193,15 +193,9 @@ class AgentTransport(Transport):
     def put_text(self, path: str, text: str, mode: int = 0o644) -> None:
         self._call("put_text", path=path, text=text, mode=mode)
 
-    def run_shell(self, command: str, *, input: str | None = None, timeout: float | None = None,
-                  idempotent: bool = True, argv: tuple[str, ...] | None = None) -> Completed:
-        self.commands.append(command)
-        rc, out, err = self._call("run_shell", command=command, input=input, timeout=timeout, idempotent=idempotent,
-                                  argv=list(argv) if argv else None)
-        return Completed(tuple(argv) if argv else (command,), rc, out, err)
-
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
-        # The tar stream is made here and goes to the agent as one short text (see transport.tree).
+        # The tar stream is made here and goes to the agent as one short command's stdin (see
+        # transport.tree), under `sh -c` as every shell line through the agent.
         from runjob_core.transport import tree as _tree  # tarfile and gzip: not for every command
 
         _tree.put_tree(self.run_shell, self.cluster.host, root, files, also_make)
@@ -272,10 +266,6 @@ def _handle(transport, op: str, args: dict[str, Any]) -> Any:
         return [info.path, info.size, info.mtime] if info else None
     if op == "listdir_recursive":
         return [[f.path, f.size, f.mtime] for f in transport.listdir_recursive(args["path"])]
-    if op == "run_shell":
-        result = transport.run_shell(args["command"], input=args["input"], timeout=args["timeout"],
-                                     idempotent=args["idempotent"], argv=tuple(args["argv"]) if args["argv"] else None)
-        return [result.returncode, result.stdout, result.stderr]
     if op in ("put_file", "get_file"):
         local = Path(args["local"])
         return transport.put_file(local, args["path"]) if op == "put_file" else transport.get_file(args["path"], local)

@@ -30,7 +30,7 @@ LINK_AT_LEAST = 1024
 #: The last line of a combined command's stderr when its files were not written.
 _FILES_NOT_WRITTEN = "runjob:job-files-not-written"
 
-#: ``run_shell(command, *, input, timeout, idempotent, argv)`` of a transport.
+#: ``run_shell(command, *, input, timeout, idempotent)`` of a transport.
 RunShell = Callable[..., Completed]
 
 
@@ -129,11 +129,11 @@ def run_with_tree(run_shell: RunShell, host: str, tree: tuple[str, dict[str, tup
     root, files, also_make = tree
     line, stream = command(root, files, also_make)
     both = f"{{ {line}; }} || {{ echo {_FILES_NOT_WRITTEN} >&2; exit 1; }}; exec {shlex.join(str(a) for a in argv)}"
-    result = run_shell(both, input=stream, timeout=timeout, idempotent=idempotent, argv=tuple(str(a) for a in argv))
+    result = run_shell(both, input=stream, timeout=timeout, idempotent=idempotent)
     said = result.stderr.rstrip()
     if not result.ok and said.endswith(_FILES_NOT_WRITTEN):
         raise TransportError(_failed(root, host, said[:-len(_FILES_NOT_WRITTEN)]))
-    return result
+    return Completed(tuple(str(a) for a in argv), result.returncode, result.stdout, result.stderr)
 
 
 def _failed(root: str, host: str, stderr: str) -> str:

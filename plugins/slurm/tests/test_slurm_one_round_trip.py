@@ -66,7 +66,7 @@ def test_a_submit_through_the_agent_carries_the_files_with_sbatch(runjob_home, s
         real = agent._call
         monkeypatch.setattr(agent, "_call", lambda op, **args: calls.append(op) or real(op, **args))
         row, submission = lifecycle.submit(context, job, cluster, new=True)
-        assert calls == ["run_shell"]  # the files' tar stream and sbatch in one command
+        assert calls == ["run"]  # the files' tar stream and sbatch in one command
         assert b"echo through-the-agent" in _script(agent, submission)
     finally:
         _cancel(context)
