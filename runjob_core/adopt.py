@@ -140,7 +140,7 @@ def adopt(context, found: Found, *, why: str | None = None) -> tuple[Any, Submis
         attempts = {a.n: a for a in store.attempts(row.id)}
         if found.n in attempts:
             return row, attempts[found.n].submission   # adopted by another runjob meanwhile
-        attempt_row = store.begin_attempt(row.id, n=found.n)
+        store.begin_attempt(row.id, n=found.n)
         context.event(row.id, "adopted", why or f"{job.name} found on {cluster.name} as {found.job.backend_job_id} "
                       f"({found.job.state}) by its tag {found.job.tag}, unknown to this store: following it",
                       attempt=found.n, backend_job_id=found.job.backend_job_id)

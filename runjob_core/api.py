@@ -20,7 +20,7 @@ subclasses (:class:`RefusedError` when pre-flight or a failed canary refuses a j
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 

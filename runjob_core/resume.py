@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runjob_core import lifecycle, plugins
+from runjob_core import lifecycle
 from runjob_core.errors import RunjobError
 from runjob_core.models import ACTIVE_STATES, COMPLETED, ResumePlan, Submission
 

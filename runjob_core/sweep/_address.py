@@ -93,7 +93,7 @@ def _select(ref: str, sweep: SweepRow, elements: list[dict], selector: str) -> i
         if not matching:
             taken = sorted({_shown(e["values"][key]) for e in elements if key in e["values"]})
             raise JobNotFoundError(f"{ref}: no element of sweep {sweep.name} has {given}={text}"
-                                   + (f" with the other values given" if len(wanted) > 1 else "")
+                                   + (" with the other values given" if len(wanted) > 1 else "")
                                    + f" ({key} takes {', '.join(taken)})")
     if len(matching) > 1:
         shown = ", ".join(f"{i} ({elements[i]['name']})" for i in matching[:6]) + (" ..." if len(matching) > 6 else "")
