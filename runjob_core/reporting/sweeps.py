@@ -17,7 +17,7 @@ from typing import Any
 from runjob_core.reporting import svg
 from runjob_core.reporting.svg import esc
 
-#: At most this many elements' curves on one chart (the first ones by index): more is a blur.
+#: At most this many elements' curves on one chart (the best-scoring ones): more is a blur.
 MAX_CURVES = 40
 
 
@@ -78,7 +78,7 @@ def _plain_table(columns: list[str], rows: list[list[str]], *, css: str) -> str:
 
 def _curves(store, report: dict[str, Any], main_series: Callable[[list[tuple]], str | None]) -> str:
     """Each element's curve of one series (every attempt, a resume continuing it) on shared axes."""
-    jobs = [(e["index"], e["name"], e["job_id"]) for e in report["elements"] if e["job_id"]][:MAX_CURVES]
+    jobs, note = _drawn(report)
     points = store.metrics_of([job_id for _i, _n, job_id in jobs]) if jobs else {}
     name = main_series([m for job_points in points.values() for m in job_points])
     if name is None:
@@ -91,12 +91,28 @@ def _curves(store, report: dict[str, Any], main_series: Callable[[list[tuple]], 
         line = sorted((step if step is not None else (ts or start) - start, value) for step, ts, value in mine)
         if line:
             lines.append((element, line))
-    more = len([e for e in report["elements"] if e["job_id"]]) - len(jobs)
-    note = f"<p>The first {MAX_CURVES} elements are drawn ({more} more).</p>" if more > 0 else ""
     return (f'<figure class="metric overlay" data-series="{esc(name)}"><figcaption>{esc(name)} of each element'
             "</figcaption>" + svg.overlay(f"{report['sweep']['name']}: {name} by element", lines,
                                           x_label="step" if by_step else "seconds", y_label=name, series=name)
             + "</figure>" + note)
+
+
+def _drawn(report: dict[str, Any]) -> tuple[list[tuple[int, str, str]], str]:
+    """The elements whose curves are drawn, in index order, and a note saying which when not
+    all: the ``MAX_CURVES`` highest mean scores (what the best line ranks), then unscored
+    elements by index. The first 40 of a 1,000-element sweep said nothing about its best."""
+    with_jobs = [e for e in report["elements"] if e["job_id"]]
+    if len(with_jobs) <= MAX_CURVES:
+        chosen, note = with_jobs, ""
+    else:
+        scored = sorted((e for e in with_jobs if e.get("score")), key=lambda e: e["score"]["mean"], reverse=True)
+        unscored = [e for e in with_jobs if not e.get("score")]
+        chosen = (scored + unscored)[:MAX_CURVES]
+        which = (f"the {MAX_CURVES} best-scoring" if len(scored) >= MAX_CURVES
+                 else f"the {len(scored)} scored and the first unscored" if scored else f"the first {MAX_CURVES}")
+        note = (f"<p>Curves of {which} of {len(with_jobs)} elements ({len(with_jobs) - MAX_CURVES} more in the "
+                "table).</p>")
+    return [(e["index"], e["name"], e["job_id"]) for e in sorted(chosen, key=lambda e: e["index"])], note
 
 
 def index_page(summaries: list[dict[str, Any]], *, head: Callable[[str], str], foot: str) -> str:

@@ -146,3 +146,23 @@ def test_the_sweep_page_in_a_real_browser(site, tmp_path):
         assert console_errors(browser) == []
     finally:
         browser.quit()
+
+
+def test_a_large_sweep_draws_the_best_scoring_elements_curves():
+    from runjob_core.reporting import sweeps
+
+    def element(i, mean):
+        return {"index": i, "name": f"e{i}", "job_id": f"rj-{i}", "score": {"mean": mean} if mean is not None else None}
+
+    scored = [element(i, (i * 37 % 100) / 100) for i in range(100)]
+    jobs, note = sweeps._drawn({"elements": scored})
+    means = sorted((e["score"]["mean"] for e in scored), reverse=True)[:sweeps.MAX_CURVES]
+    assert sorted(scored[i]["score"]["mean"] for i, _n, _j in jobs) == sorted(means)
+    assert [i for i, _n, _j in jobs] == sorted(i for i, _n, _j in jobs)  # drawn in index order
+    assert "40 best-scoring of 100 elements (60 more" in note
+    # A training sweep without scores: the first 40; a few scored ones come first.
+    jobs, note = sweeps._drawn({"elements": [element(i, None) for i in range(50)]})
+    assert [i for i, _n, _j in jobs] == list(range(40)) and "the first 40 of 50" in note
+    jobs, note = sweeps._drawn({"elements": [element(i, 0.5 if i in (45, 47) else None) for i in range(50)]})
+    assert {45, 47} <= {i for i, _n, _j in jobs} and len(jobs) == 40 and "the 2 scored" in note
+    assert sweeps._drawn({"elements": scored[:40]})[1] == ""
