@@ -163,7 +163,7 @@ def _create(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec
     """Element *index*'s job row and its first attempt (SUBMITTING, with its tag)."""
     job, spec_hash = sweep.jobs[index], sweep.job_hashes[index]
     context.store.create_job(job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type,
-                             spec_json=config.job_to_json(job), spec_hash=spec_hash, spec_path=spec_path,
+                             spec_json=sweep.job_jsons[index], spec_hash=spec_hash, spec_path=spec_path,
                              sweep_id=row.id, sweep_index=index)
     context.store.begin_attempt(job_id)
     context.event(job_id, "created", f"job {job.name} recorded as {job_id} (sweep {row.name} element {index}, "

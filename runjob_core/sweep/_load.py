@@ -35,13 +35,26 @@ class Sweep:
     #: The keys whose values differ between elements, in the order the spec gives them.
     varying: tuple[str, ...]
 
-    #: Each element's job spec hash, worked out once (a 1,000-element submit asked for each
-    #: one several times: the sweep's hash, its record, each element's submit).
+    #: Each element's (spec JSON as stored, spec hash), from one unstructure of its job, worked
+    #: out once (a 1,000-element submit asked for each hash several times: the sweep's hash,
+    #: its record, each element's submit; and made each JSON again when recording it).
+    _stored: tuple[tuple[str, str], ...] = attrs.field(init=False, eq=False, repr=False)
+    #: Each element's job spec hash.
     job_hashes: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    #: Each element's job spec as the store keeps it (``config.job_to_json``).
+    job_jsons: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    @_stored.default
+    def _spec_texts(self) -> tuple[tuple[str, str], ...]:
+        return tuple(config.spec_json_and_hash(j) for j in self.jobs)
 
     @job_hashes.default
     def _job_hashes(self) -> tuple[str, ...]:
-        return tuple(config.spec_hash(j) for j in self.jobs)
+        return tuple(spec_hash for _json, spec_hash in self._stored)
+
+    @job_jsons.default
+    def _job_jsons(self) -> tuple[str, ...]:
+        return tuple(text for text, _hash in self._stored)
 
     @property
     def spec_hash(self) -> str:
