@@ -15,10 +15,8 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import io
 import shlex
 import struct
-import tarfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -39,7 +37,7 @@ def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[st
     *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin)."""
     now = int(time.time())
     archive = _ustar(files, now)
-    if archive is None:  # a path ustar cannot hold (over 255 bytes, or no place to split it)
+    if archive is None:  # a path ustar cannot hold (no split into 155 + 100 bytes; a link target over 100)
         archive = _tarfile(files, now)
     folders = " ".join(shlex.quote(f) for f in (root, *also_make))
     line = f"mkdir -p {folders} && base64 -d | tar -x -z -m -C {shlex.quote(root)} -f -"
@@ -100,6 +98,9 @@ def _ustar_header(path: str, size: int, mode: int, mtime: int, link: str | None)
 
 
 def _tarfile(files: dict[str, tuple[str, int]], mtime: int) -> bytes:
+    import io
+    import tarfile  # only for the paths ustar cannot hold: not on every submit's import path
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for rel, data, mode, link in _members(files):
