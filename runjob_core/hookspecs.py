@@ -303,6 +303,7 @@ def runjob_submit(
 def runjob_submit_array(
     jobs: list[JobSpec], attempts: list[Attempt], rendereds: list[Rendered], name: str, cluster: ClusterConfig,
     transport: Transport, max_parallel: int, context: RunContext,
+    folders: list[dict[str, tuple[str, int]]] | None, common_files: dict[str, tuple[str, int]] | None,
 ) -> list[Submission] | None:
     """Submit many jobs of one resource shape at once (the elements of a sweep, issue 26):
     one scheduler request for all of them, e.g. one SLURM job array.
@@ -314,15 +315,23 @@ def runjob_submit_array(
     a resumed or resubmitted element goes out alone through :func:`runjob_submit`.
 
     Called with two or more jobs whose resources, model and template are the same (their
-    params differ), after the store recorded each attempt as ``SUBMITTING`` with its own tag
-    and the core staged each job's script, ``params.json`` and library into its own
-    ``attempts[i].layout.job_dir``, exactly as for :func:`runjob_submit`. The lists are
-    parallel: ``jobs[i]``, ``attempts[i]`` and ``rendereds[i]`` are one job.
+    params differ), after the store recorded each attempt as ``SUBMITTING`` with its own tag.
+    The lists are parallel: ``jobs[i]``, ``attempts[i]`` and ``rendereds[i]`` are one job.
+
+    Where each job's files come from depends on whether the implementation names the
+    *folders* parameter. One that does not finds each job's script, ``params.json`` and
+    library staged by the core into its own ``attempts[i].layout.job_dir``, exactly as for
+    :func:`runjob_submit`. One that does gets them instead, and puts them in place itself,
+    either now or when the job's task starts but before its script runs (SLURM packs them
+    into one bundle that each array task unpacks into its own folder: 1,000 folders are not
+    written at submit). A job's synced workdir (``work/``) is put in place by the core in both
+    cases. If it then returns None, the core stages the folders and submits them one by one.
 
     The backend must make each job findable by :func:`runjob_reattach` with its attempt
     alone (runjob may die after the scheduler took the batch and before the submissions
-    were recorded): e.g. stage a marker in each ``attempts[i].layout.job_dir`` naming the
-    batch's own tag and the job's index in it before submitting.
+    were recorded): e.g. write a marker at a path its attempt names (SLURM: under
+    ``attempts[i].layout.scratch``) naming the batch's own tag and the job's index in it,
+    before submitting.
 
     :param jobs: The jobs, in the order their tasks get (task ``i`` runs ``jobs[i]``).
     :param attempts: Their attempts (``attempts[i].submission(...)`` builds each record).
@@ -333,6 +342,10 @@ def runjob_submit_array(
     :param transport: The transport to the cluster.
     :param max_parallel: At most this many of the jobs may run at once (SLURM: ``%K``).
     :param context: This invocation's context.
+    :param folders: Each job's own files (``folders[i]`` for ``jobs[i]``): path relative to its
+        job folder -> (text, mode). None when the core staged them (see above).
+    :param common_files: Files every job's folder gets as well (the job-side library under
+        ``lib/``), in the same form; None when the core staged them.
     :returns: One :class:`Submission` per job, in the order of *jobs*, each with its own
         ``backend_job_id`` (SLURM: ``ARRAYID_TASK``); or None to let the core submit them
         one by one.
@@ -342,6 +355,7 @@ def runjob_submit_array(
     Result: routed to the cluster's backend; the first non-None result wins.
 
     .. versionadded:: 0.3
+    .. versionchanged:: 0.3 the *folders* and *common_files* parameters.
     """
 
 

@@ -120,13 +120,26 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
     return hashes
 
 
-def stage_many(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendered, str | None]]) -> list[dict[str, str] | None]:
-    """:func:`stage` of many new jobs (a sweep's array: layout, job, rendered, record each)
-    with one ``put_tree`` for all their folders, rooted where their folders meet: one remote
-    command instead of one per job. Every folder gets the same job-side library; the SSH
-    transport's tar stream sends identical files once and links the others to it. Synced
-    workdirs are still synced one job at a time, after."""
+def stage_many(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendered, str | None]], *,
+               put_files: bool = True) -> list[dict[str, str] | None]:
+    """:func:`stage` of many new jobs (a sweep's array: layout, job, rendered, record each):
+    their files in one :func:`put_folders`, then their workdirs synced one job at a time.
+    Without *put_files* only the workdirs are synced (and hashed): the backend puts the
+    folders' files in place itself (``runjob_submit_array``'s *folders*)."""
     hashes = [_code_hashes(layout, job, None, False) for layout, job, _r, _rec in staged]
+    if put_files:
+        put_folders(transport, staged)
+    for (layout, *_rest), code in zip(staged, hashes):
+        if layout.sync_from:
+            sync_workdir(transport, Path(layout.sync_from), layout.workdir, code)
+    return hashes
+
+
+def put_folders(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendered, str | None]]) -> None:
+    """Many jobs' folders (layout, job, rendered, record each) with one ``put_tree``, rooted
+    where their folders meet: one remote command instead of one per job. Every folder gets the
+    same job-side library; the SSH transport's tar stream sends identical files once and links
+    the others to it."""
     root = posixpath.commonpath([layout.job_dir for layout, *_rest in staged])
     files, logs = {}, []
     for layout, job, rendered, record in staged:
@@ -135,10 +148,6 @@ def stage_many(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendere
                       for rel, entry in _folder_files(job, rendered, record).items()})
         logs.append(layout.log_path.rsplit("/", 1)[0])
     transport.put_tree(root, files, also_make=tuple(dict.fromkeys(logs)))
-    for (layout, *_rest), code in zip(staged, hashes):
-        if layout.sync_from:
-            sync_workdir(transport, Path(layout.sync_from), layout.workdir, code)
-    return hashes
 
 
 def _code_hashes(layout: Layout, job: JobSpec, started_with: dict[str, str] | None,
@@ -152,10 +161,16 @@ def _code_hashes(layout: Layout, job: JobSpec, started_with: dict[str, str] | No
 
 
 def _folder_files(job: JobSpec, rendered: Rendered, record: str | None) -> dict[str, tuple[str, int]]:
+    return {**own_files(job, rendered, record), **job_side_files()}
+
+
+def own_files(job: JobSpec, rendered: Rendered, record: str | None) -> dict[str, tuple[str, int]]:
+    """A job folder's files that are the job's own (relative path -> (text, mode)): its
+    script, ``params.json``, the files its template made and its *record*; the job-side
+    library (:func:`job_side_files`) is the same in every folder."""
     return {
         rendered.script_name: (rendered.script, 0o755),
         "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
-        **job_side_files(),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
         **({JOB_RECORD: (record, 0o600)} if record is not None else {}),
     }

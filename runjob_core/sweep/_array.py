@@ -92,13 +92,22 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
             store.set_job(job_row.id, script=rendered.script)
             if estimates and job_row.sweep_index in estimates:
                 lifecycle.record_estimates(store, job_row, estimates[job_row.sweep_index])
-    # Every element's folder in one remote command (a 1,000-element array: one, not 1,000).
-    codes = staging.stage_many(transport, [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
-                                           for job_row, job, attempt, rendered in prepared])
+    staged = [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
+              for job_row, job, attempt, rendered in prepared]
+    # A backend that takes the folders' files puts them in place itself (SLURM: one bundle
+    # each task unpacks when it starts); for any other, every element's folder goes in one
+    # remote command (a 1,000-element array: one, not 1,000).
+    folders = len(prepared) > 1 and _takes_folders(context, cluster)
+    codes = staging.stage_many(transport, staged, put_files=not folders)
     for (job_row, _job, attempt, _rendered), code in zip(prepared, codes):
         if code is not None:
             lifecycle._record_code(context, job_row.id, attempt.n, code)
-    submissions = _ask(context, cluster, transport, prepared, limit, row.name) if len(prepared) > 1 else None
+    submissions = None
+    if len(prepared) > 1:
+        files = [staging.own_files(job, rendered, record) for _layout, job, rendered, record in staged] if folders else None
+        submissions = _ask(context, cluster, transport, prepared, limit, row.name, files)
+    if submissions is None and folders:  # the backend made no array of these after all: their folders now
+        staging.put_folders(transport, staged)
     if submissions is None:  # one element, or the backend makes no array of these: each alone
         for job_row, job, attempt, _rendered in prepared:
             lifecycle._submit_attempt(context, job_row, job, cluster, attempt_row=store.attempt(job_row.id, attempt.n))
@@ -170,8 +179,14 @@ def _create(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec
                   f"spec {spec_hash})")
 
 
-def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str):
-    """``runjob_submit_array`` once for all of *prepared*; their submissions in order, or None."""
+def _takes_folders(context: RunContext, cluster) -> bool:
+    """Whether the backend's ``runjob_submit_array`` takes *folders* (puts the files itself)."""
+    return any("folders" in impl.argnames for impl in context.hook("runjob_submit_array", cluster.type).get_hookimpls())
+
+
+def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str, folders: list | None):
+    """``runjob_submit_array`` once for all of *prepared* (with their *folders*' files when the
+    backend takes them); their submissions in order, or None."""
     first = prepared[0][0]
     from runjob_core.transport.held import HeldTree, hold_tree
 
@@ -179,7 +194,8 @@ def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, na
     transport = hold_tree(transport)
     kwargs = {"jobs": [p[1] for p in prepared], "attempts": [p[2] for p in prepared],
               "rendereds": [p[3] for p in prepared], "name": name, "cluster": cluster, "transport": transport,
-              "max_parallel": limit, "context": context}
+              "max_parallel": limit, "context": context, "folders": folders,
+              "common_files": staging.job_side_files() if folders is not None else None}
     try:
         submissions = _plugin_errors.call_first(context, context.hook("runjob_submit_array", cluster.type), kwargs,
                                                 hook="runjob_submit_array", blame=cluster.type, job_id=first.id,

@@ -86,7 +86,8 @@ class Transport(ABC):
         """Write *text* to *path* with *mode*, atomically (a reader never sees half a file)."""
 
     def put_tree(self, root: str, files: dict[str, tuple[str, int]], *, also_make: Sequence[str] = ()) -> None:
-        """Create *root* (and *also_make*) and write *files* (relative path -> (text, mode)).
+        """Create *root* (and *also_make*) and write *files* (relative path -> (text, mode);
+        the text may be bytes, written as they are).
 
         A remote transport does this in one round trip; the default writes file by file.
         """
@@ -157,7 +158,10 @@ class LocalTransport(Transport):
     def put_text(self, path: str, text: str, mode: int = 0o644) -> None:
         target = Path(path)
         tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text)
+        if isinstance(text, bytes):  # a put_tree entry may be bytes (a sweep array's bundle)
+            tmp.write_bytes(text)
+        else:
+            tmp.write_text(text)
         tmp.chmod(mode)
         tmp.replace(target)
 

@@ -57,10 +57,10 @@ def runjob_submit(job, attempt, rendered, cluster, transport):
 
 
 @hookimpl
-def runjob_submit_array(jobs, attempts, rendereds, name, cluster, transport, max_parallel):
+def runjob_submit_array(jobs, attempts, rendereds, name, cluster, transport, max_parallel, folders, common_files):
     from runjob_slurm import _array
 
-    return _array.submit(jobs, attempts, rendereds, name, cluster, transport, max_parallel)
+    return _array.submit(jobs, attempts, rendereds, name, cluster, transport, max_parallel, folders, common_files)
 
 
 @hookimpl

@@ -1,12 +1,18 @@
 """Many jobs of one resource shape as one SLURM job array (a sweep's elements, issue 26).
 
 Each element keeps its own runjob job: its own rendered script, folder, log and tag. The
-array's script only dispatches: task ``i`` changes to element ``i``'s folder and runs its
-script, appending to its log. The elements' ``#SBATCH`` resource lines are the array's (they
-are the same for every element of a shape; otherwise no array is made). Each element's folder
-gets ``slurm-array-<attempt>.json`` (the array's comment and the element's task) before the
-array is submitted, so that a runjob killed between ``sbatch`` and recording finds the task
-of each element by its attempt alone (:func:`find_task`).
+array's script only dispatches: task ``i`` makes element ``i``'s folder, unpacks the element's
+files into it from the array's *bundle*, changes to it and runs its script, appending to its
+log. The bundle is one file of tar members, the job-side library first and then each
+element's files, with the byte range of each in the array's script: a 1,000-element sweep
+writes one file and one script at submit, not 1,000 folders (8,000 files), and a task reads
+only its own range. The elements' ``#SBATCH`` resource lines are the array's (they are the
+same for every element of a shape; otherwise no array is made).
+
+Before the array is submitted each element gets a marker (the array's comment, the element's
+task, the array's script) at a path its attempt names (:func:`marker_path`), so that a runjob
+killed between ``sbatch`` and recording finds the task of each element by its attempt alone
+(:func:`find_task`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
+import time
 
 from runjob_core.errors import BackendError
 from runjob_slurm import _parse
@@ -21,10 +28,24 @@ from runjob_slurm import _parse
 SOURCE = "runjob-slurm"
 #: #SBATCH options that name one job: the array sets its own.
 _PER_JOB = ("--job-name", "--output", "--comment", "--open-mode", "--array")
+#: What a task exits with when its element's files cannot be unpacked (as the job script
+#: exits when it cannot enter its work folder).
+CANNOT_UNPACK = 97
 
 
 def marker_path(attempt) -> str:
+    return f"{attempt.layout.scratch}/arrays/markers/{attempt.job_id}.{attempt.n}.json"
+
+
+def _marker_in_job_dir(attempt) -> str:
+    """Where arrays submitted before the bundle kept an element's marker (its own folder)."""
     return f"{attempt.layout.job_dir}/slurm-array-{attempt.n}.json"
+
+
+def array_dir(first) -> str:
+    """The array's own folder (script, bundle, the tasks' own output), named by its first
+    element's attempt."""
+    return f"{first.layout.scratch}/arrays/{first.job_id}.{first.n}"
 
 
 def _resources(script: str) -> list[str]:
@@ -32,26 +53,75 @@ def _resources(script: str) -> list[str]:
             if line.startswith("#SBATCH") and not line.split()[1].split("=")[0] in _PER_JOB]
 
 
-def render(jobs, attempts, rendereds, name: str, resources: list[str], comment: str, max_parallel: int) -> str:
+def render(jobs, attempts, rendereds, name: str, resources: list[str], comment: str, max_parallel: int,
+           bundle: tuple[str, int, list[tuple[int, int]]] | None = None) -> str:
+    """The array's script. With *bundle* (its path, the library's size, each element's byte
+    range) each task unpacks its element's files first; without, the folders are in place."""
     n = len(jobs)
     bound = f"%{max_parallel}" if max_parallel < n else ""
-    first = attempts[0].layout.job_dir
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name if _parse_safe(name) else 'runjob-array'}", f"#SBATCH --array=0-{n - 1}{bound}",
-             f"#SBATCH --output={first}/array-%A_%a.out", f"#SBATCH --comment={comment}", *resources,
-             "# Rendered by runjob: one task per sweep element; task i runs element i's own script in its own folder.",
-             'case "${SLURM_ARRAY_TASK_ID:-}" in']
-    for i, (attempt, rendered) in enumerate(zip(attempts, rendereds)):
+             f"#SBATCH --output={array_dir(attempts[0])}/array-%A_%a.out", f"#SBATCH --comment={comment}", *resources,
+             "# Rendered by runjob: one task per sweep element; task i runs element i's own script in its own folder."]
+    if bundle is None:
+        lines.append('case "${SLURM_ARRAY_TASK_ID:-}" in')
+        for i, (attempt, rendered) in enumerate(zip(attempts, rendereds)):
+            layout = attempt.layout
+            script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
+            lines.append(f"  {i}) cd {shlex.quote(layout.job_dir)} && exec bash {shlex.quote(script)} "
+                         f">> {shlex.quote(layout.log_path)} 2>&1 ;;")
+        lines += ["esac", 'echo "runjob: array task ${SLURM_ARRAY_TASK_ID:-?} runs no element" >&2', "exit 2", ""]
+        return "\n".join(lines)
+    path, library, ranges = bundle
+    lines += ["# Its folder is made here, its files (and runjob's job-side library) unpacked from the array's",
+              "# bundle: the library's bytes, then the element's own range of tar members, then the two",
+              "# empty blocks that end an archive.",
+              f"runjob_bundle={shlex.quote(path)}",
+              'case "${SLURM_ARRAY_TASK_ID:-}" in']
+    for i, (attempt, rendered, (at, size)) in enumerate(zip(attempts, rendereds, ranges)):
         layout = attempt.layout
         script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
-        lines.append(f"  {i}) cd {shlex.quote(layout.job_dir)} && exec bash {shlex.quote(script)} "
-                     f">> {shlex.quote(layout.log_path)} 2>&1 ;;")
-    lines += ["esac", 'echo "runjob: array task ${SLURM_ARRAY_TASK_ID:-?} runs no element" >&2', "exit 2", ""]
+        lines.append(f"  {i}) d={shlex.quote(layout.job_dir)} s={shlex.quote(script)} l={shlex.quote(layout.log_path)} "
+                     f"at={at} size={size} ;;")
+    lines += ['  *) echo "runjob: array task ${SLURM_ARRAY_TASK_ID:-?} runs no element" >&2; exit 2 ;;', "esac",
+              f'mkdir -p "$d" && [ -r "$runjob_bundle" ] && {{ head -c {library} "$runjob_bundle"; '
+              'tail -c +$((at + 1)) "$runjob_bundle" | head -c "$size"; head -c 1024 /dev/zero; } | tar -x -m -f - -C "$d" '
+              '&& [ -f "$s" ] || {',
+              '  echo "[runjob] cannot unpack this element\'s files from $runjob_bundle into $d" | tee -a "$l" >&2',
+              f"  exit {CANNOT_UNPACK}", "}",
+              'cd "$d" && exec bash "$s" >> "$l" 2>&1', ""]
     return "\n".join(lines)
 
 
-def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_parallel: int):
+def bundle_of(folders: list[dict], common: dict) -> tuple[bytes, int, list[tuple[int, int]]] | None:
+    """The array's bundle: *common*'s files as tar members, then each folder's; with the
+    size of the first part and each folder's (offset, size). None when a path does not fit a
+    tar header (the folders are then written at submit)."""
+    from runjob_core.transport import tree
+
+    now = int(time.time())
+
+    def block(files: dict) -> bytes | None:
+        return tree.members([(rel, text if isinstance(text, bytes) else text.encode(), mode)
+                             for rel, (text, mode) in files.items()], now)
+
+    library = block(common)
+    if library is None:
+        return None
+    parts, ranges, at = [library], [], len(library)
+    for files in folders:
+        part = block(files)
+        if part is None:
+            return None
+        parts.append(part)
+        ranges.append((at, len(part)))
+        at += len(part)
+    return b"".join(parts), len(library), ranges
+
+
+def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_parallel: int, folders=None, common_files=None):
     """One ``sbatch --array=0-N%K``; one Submission per element (``ARRAYID_TASK``). None when
-    the elements' resource lines differ (the core then submits them one by one)."""
+    the elements' resource lines differ (the core then submits them one by one). With
+    *folders* (each element's files), they go in the array's bundle, unpacked by each task."""
     resources = [_resources(r.script) for r in rendereds]
     if any(r != resources[0] for r in resources):
         return None
@@ -60,15 +130,28 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
         if not _parse_safe(attempt.layout.job_dir) or not _parse_safe(attempt.layout.log_path):
             return None  # a path sbatch would split: each element alone (its own checks apply)
     comment = f"runjob-array:{first.tag}"
-    script_path = f"{first.layout.job_dir}/array-{first.n}.sh"
-    # The markers and the array's script in one put_tree, rooted where the elements' folders
-    # meet; a transport that holds it back (the core's submit) sends it with the sbatch below.
-    root = posixpath.commonpath([attempt.layout.job_dir for attempt in attempts])
+    folder = array_dir(first)
+    script_path = f"{folder}/array.sh"
+    # The markers, the bundle and the array's script in one put_tree rooted at the scratch
+    # folder; a transport that holds it back (the core's submit) sends it with the sbatch below.
+    root = first.layout.scratch
     files = {posixpath.relpath(marker_path(attempt), root): (json.dumps({"comment": comment, "task": i, "script": script_path}), 0o644)
              for i, attempt in enumerate(attempts)}
-    files[posixpath.relpath(script_path, root)] = (render(jobs, attempts, rendereds, name, resources[0], comment, max_parallel), 0o755)
-    transport.put_tree(root, files)
-    result = transport.run(["sbatch", "--parsable", "--chdir", first.layout.job_dir, script_path], idempotent=False)
+    bundle = bundle_of(folders, common_files or {}) if folders is not None else None
+    if folders is not None and bundle is None:  # a path no tar header holds: the folders now, as the core would
+        for attempt, own in zip(attempts, folders):
+            prefix = posixpath.relpath(attempt.layout.job_dir, root)
+            files.update({f"{prefix}/{rel}": entry for rel, entry in {**own, **(common_files or {})}.items()})
+    placed = None
+    if bundle is not None:
+        data, library, ranges = bundle
+        files[posixpath.relpath(f"{folder}/bundle.tar", root)] = (data, 0o644)
+        placed = (f"{folder}/bundle.tar", library, ranges)
+    files[posixpath.relpath(script_path, root)] = (render(jobs, attempts, rendereds, name, resources[0], comment,
+                                                          max_parallel, placed), 0o755)
+    logs = tuple(dict.fromkeys(attempt.layout.log_path.rsplit("/", 1)[0] for attempt in attempts))
+    transport.put_tree(root, files, also_make=logs)
+    result = transport.run(["sbatch", "--parsable", "--chdir", folder, script_path], idempotent=False)
     if not result.ok:
         from runjob_slurm._backend import _explain_rejection
 
@@ -90,7 +173,7 @@ def find_task(transport, attempt, squeue_rows: dict, sacct_text) -> str | None:
     """``ARRAYID_TASK`` of an attempt that went out in an array (its marker says which), in the
     queue by the array's comment, else in accounting by the array's script; None if it never
     went out (or was not in an array)."""
-    text = transport.read_text(marker_path(attempt))
+    text = transport.read_text(marker_path(attempt)) or transport.read_text(_marker_in_job_dir(attempt))
     if not text:
         return None
     marker = json.loads(text)
@@ -119,10 +202,9 @@ def pending_tasks(transport, user: str, submissions) -> list:
 
 
 def mark_cancelled(transport, submissions) -> None:
-    import time
-
-    for submission in submissions:
-        transport.put_text(_cancel_marker(submission), f"{time.time()}\n")
+    for submission in submissions:  # its folder is made when its task starts: maybe never
+        marker = _cancel_marker(submission)
+        transport.put_tree(submission.job_dir, {marker.rsplit("/", 1)[1]: (f"{time.time()}\n", 0o644)})
 
 
 def cancelled_while_pending(transport, submission):

@@ -1,0 +1,98 @@
+"""A sweep array's bundle (runjob_slurm._array): each task unpacks exactly its own element's
+files, and runjob's job-side library, into its own folder and runs its script there.
+
+The array's script is run here by bash as SLURM would run task i (``SLURM_ARRAY_TASK_ID``):
+its ``#SBATCH`` lines are comments to bash, the unpacking is GNU tar's. The cluster tier
+(``test_slurm_sweep_array.py``) runs the same script under sbatch.
+"""
+
+import json
+import os
+import subprocess
+
+from runjob_core.models import Attempt, Layout, Rendered
+from runjob_slurm import _array
+
+
+def attempts_in(scratch, names):
+    made = []
+    for name in names:
+        job_dir = f"{scratch}/jobs/{name}/rj-{name}"
+        layout = Layout(scratch=str(scratch), job_dir=job_dir, workdir=job_dir, sync_from=None,
+                        results_dir=f"{job_dir}/results", checkpoint_dir=f"{job_dir}/checkpoints",
+                        progress_path=f"{job_dir}/progress.json", params_path=f"{job_dir}/params.json",
+                        log_path=f"{scratch}/logs/{name}.out", lib_dir=f"{job_dir}/lib", cache_dir=f"{scratch}/cache",
+                        script_path=f"{job_dir}/run.1.sh")
+        made.append(Attempt(job_id=f"rj-{name}", n=1, tag=f"runjob:rj-{name}:1", layout=layout))
+    return made
+
+
+def element_script(name):
+    # Says where it ran and what it found beside it (UTF-8 beyond ASCII: the ranges are bytes).
+    return f'#!/bin/bash\necho "élément {name} in $PWD"\ncat params.json\nls -R . | sort\n'
+
+
+def write_array(scratch, names, common):
+    attempts = attempts_in(scratch, names)
+    rendereds = [Rendered(script=element_script(n), template="t", source="s", script_name="run.1.sh") for n in names]
+    folders = [{"run.1.sh": (element_script(n), 0o755), "params.json": (json.dumps({"who": n, "ü": "ß"}) + "\n", 0o644),
+                "runjob.json": ("{}\n", 0o600)} for n in names]
+    data, library, ranges = _array.bundle_of(folders, common)
+    folder = _array.array_dir(attempts[0])
+    os.makedirs(folder)
+    os.makedirs(f"{scratch}/logs")
+    with open(f"{folder}/bundle.tar", "wb") as out:
+        out.write(data)
+    script = _array.render([None] * len(names), attempts, rendereds, "grid", ["#SBATCH --nodes=1"], "runjob-array:x", 1,
+                           (f"{folder}/bundle.tar", library, ranges))
+    with open(f"{folder}/array.sh", "w") as out:
+        out.write(script)
+    return attempts, f"{folder}/array.sh"
+
+
+def run_task(script, task):
+    return subprocess.run(["bash", script], env={**os.environ, "SLURM_ARRAY_TASK_ID": str(task)}, capture_output=True,
+                          text=True)
+
+
+def test_each_task_unpacks_only_its_own_element_and_runs_it_there(tmp_path):
+    common = {"lib/runjob_core/__init__.py": ('"""lib"""\n', 0o644), "lib/runjob_core/job/x.py": ("X = 1\n", 0o644)}
+    names = ["a-lr-0.1", "a-lr-0.3", "a-lr-1"]
+    attempts, script = write_array(tmp_path, names, common)
+    for attempt in attempts:
+        assert not os.path.exists(attempt.layout.job_dir)  # nothing of an element before its task starts
+
+    done = run_task(script, 1)
+    assert done.returncode == 0, done.stderr
+    ran = attempts[1].layout
+    log = open(ran.log_path, encoding="utf-8").read()
+    assert f"élément a-lr-0.3 in {ran.job_dir}" in log
+    assert json.loads(open(ran.params_path).read()) == {"who": "a-lr-0.3", "ü": "ß"}
+    assert open(f"{ran.job_dir}/lib/runjob_core/job/x.py").read() == "X = 1\n"
+    assert os.access(ran.script_path, os.X_OK)
+    assert oct(os.stat(f"{ran.job_dir}/runjob.json").st_mode & 0o777) == "0o600"
+    assert sorted(os.listdir(ran.job_dir)) == ["lib", "params.json", "run.1.sh", "runjob.json"]
+    assert not os.path.exists(attempts[0].layout.job_dir) and not os.path.exists(attempts[2].layout.job_dir)
+
+    assert run_task(script, 2).returncode == 0
+    assert "élément a-lr-1 in" in open(attempts[2].layout.log_path, encoding="utf-8").read()
+
+
+def test_a_task_whose_bundle_is_gone_says_so_in_its_log_and_exits_97(tmp_path):
+    attempts, script = write_array(tmp_path, ["b-0", "b-1"], {})
+    os.remove(f"{_array.array_dir(attempts[0])}/bundle.tar")
+    failed = run_task(script, 0)
+    assert failed.returncode == _array.CANNOT_UNPACK
+    assert "cannot unpack this element's files" in open(attempts[0].layout.log_path).read()
+
+
+def test_a_task_outside_the_array_runs_nothing(tmp_path):
+    _attempts, script = write_array(tmp_path, ["c-0", "c-1"], {})
+    failed = run_task(script, 7)
+    assert failed.returncode == 2 and "runs no element" in failed.stderr
+
+
+def test_a_path_no_tar_header_holds_makes_no_bundle():
+    assert _array.bundle_of([{"x" * 120: ("y", 0o644)}], {}) is None
+    data, library, ranges = _array.bundle_of([{"a": ("1", 0o644)}, {"b": ("22", 0o644)}], {"lib/c": ("3", 0o644)})
+    assert library == 1024 and ranges == [(1024, 1024), (2048, 1024)] and len(data) == 3072
