@@ -96,3 +96,58 @@ def test_a_path_no_tar_header_holds_makes_no_bundle():
     assert _array.bundle_of([{"x" * 120: ("y", 0o644)}], {}) is None
     data, library, ranges = _array.bundle_of([{"a": ("1", 0o644)}, {"b": ("22", 0o644)}], {"lib/c": ("3", 0o644)})
     assert library == 1024 and ranges == [(1024, 1024), (2048, 1024)] and len(data) == 3072
+
+
+# ---- finding an element's task after a runjob killed between sbatch and recording ----------
+
+
+class Files:
+    """The cluster's files as find_task reads them (read_text), from a dict."""
+
+    def __init__(self, files):
+        self.files, self.read = files, []
+
+    def read_text(self, path):
+        self.read.append(path)
+        return self.files.get(path)
+
+
+def queue_row(job_id, comment):
+    from runjob_slurm._parse import SqueueRow
+
+    return SqueueRow(job_id=job_id, raw_id=job_id, state="PENDING", reason=None, start=None, end=None, elapsed=None,
+                     nodes=None, partition=None, comment=comment, name="grid")
+
+
+def test_an_element_is_found_in_its_array_by_the_array_index(tmp_path):
+    from runjob_core.store import new_job_id
+
+    scratch = "/s"
+    ids = [new_job_id() for _ in range(3)]
+    attempts = [Attempt(job_id=i, n=1, tag=f"runjob:{i}:1", layout=attempts_in(scratch, [i])[0].layout) for i in ids]
+    folder = _array.array_dir(attempts[0])
+    files = Files({f"{folder}/index": "".join(f"{i}.1\n" for i in ids)})
+    old_first = "rj-" + "100000" + "abcdef"  # an array of long ago: its index is never read
+    rows = {"70_0": queue_row("70_0", f"runjob-array:runjob:{old_first}:1"),
+            "90_1": queue_row("90_1", f"runjob-array:runjob:{ids[0]}:1"),
+            "90_2": queue_row("90_2", f"runjob-array:runjob:{ids[0]}:1"),
+            "91": queue_row("91", None)}
+    assert _array.find_task(files, attempts[2], rows, lambda: "") == "90_2"
+    assert f"/s/arrays/{old_first}.1/index" not in files.read
+
+    # Element 0's task ended and left the queue: accounting has it, by the array's script.
+    sacct = f"90_0|grid|sbatch --parsable --chdir {folder} {folder}/array.sh\n90_1|grid|sbatch --parsable --chdir {folder} {folder}/array.sh\n"
+    assert _array.find_task(files, attempts[0], rows, lambda: sacct) == "90_0"
+    # The whole array left the queue.
+    assert _array.find_task(files, attempts[1], {}, lambda: sacct) == "90_1"
+    # An attempt no index lists never went out in an array.
+    stranger = Attempt(job_id=new_job_id(), n=1, tag="t", layout=attempts[0].layout)
+    assert _array.find_task(files, stranger, rows, lambda: sacct) is None
+
+
+def test_an_array_submitted_before_the_index_is_found_by_its_marker():
+    attempt = attempts_in("/s", ["old"])[0]
+    marker = json.dumps({"comment": "runjob-array:runjob:rj-first:1", "task": 3, "script": "/s/jobs/f/array-1.sh"})
+    files = Files({f"{attempt.layout.job_dir}/slurm-array-1.json": marker})
+    rows = {"80_3": queue_row("80_3", "runjob-array:runjob:rj-first:1")}
+    assert _array.find_task(files, attempt, rows, lambda: "") == "80_3"

@@ -9,10 +9,10 @@ writes one file and one script at submit, not 1,000 folders (8,000 files), and a
 only its own range. The elements' ``#SBATCH`` resource lines are the array's (they are the
 same for every element of a shape; otherwise no array is made).
 
-Before the array is submitted each element gets a marker (the array's comment, the element's
-task, the array's script) at a path its attempt names (:func:`marker_path`), so that a runjob
-killed between ``sbatch`` and recording finds the task of each element by its attempt alone
-(:func:`find_task`).
+The array's folder (:func:`array_dir`) is named by its first element's attempt, which its
+comment (``runjob-array:<first tag>``) names too, and holds an ``index`` (line i: task i's
+``<job id>.<attempt>``): a runjob killed between ``sbatch`` and recording finds each
+element's task by its attempt alone (:func:`find_task`), without a marker per element.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ _PER_JOB = ("--job-name", "--output", "--comment", "--open-mode", "--array")
 CANNOT_UNPACK = 97
 
 
-def marker_path(attempt) -> str:
-    return f"{attempt.layout.scratch}/arrays/markers/{attempt.job_id}.{attempt.n}.json"
+#: How far apart (seconds) the ids of one array's elements may have been made: they are all
+#: recorded by one submit.
+_SAME_SUBMIT = 3600
 
 
 def _marker_in_job_dir(attempt) -> str:
@@ -43,9 +44,13 @@ def _marker_in_job_dir(attempt) -> str:
 
 
 def array_dir(first) -> str:
-    """The array's own folder (script, bundle, the tasks' own output), named by its first
-    element's attempt."""
-    return f"{first.layout.scratch}/arrays/{first.job_id}.{first.n}"
+    """The array's own folder (script, bundle, index, the tasks' own output), named by its
+    first element's attempt."""
+    return _array_dir(first.layout.scratch, first.job_id, first.n)
+
+
+def _array_dir(scratch: str, job_id: str, n) -> str:
+    return f"{scratch}/arrays/{job_id}.{n}"
 
 
 def _resources(script: str) -> list[str]:
@@ -132,11 +137,11 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
     comment = f"runjob-array:{first.tag}"
     folder = array_dir(first)
     script_path = f"{folder}/array.sh"
-    # The markers, the bundle and the array's script in one put_tree rooted at the scratch
+    # The index, the bundle and the array's script in one put_tree rooted at the scratch
     # folder; a transport that holds it back (the core's submit) sends it with the sbatch below.
     root = first.layout.scratch
-    files = {posixpath.relpath(marker_path(attempt), root): (json.dumps({"comment": comment, "task": i, "script": script_path}), 0o644)
-             for i, attempt in enumerate(attempts)}
+    index = "".join(f"{attempt.job_id}.{attempt.n}\n" for attempt in attempts)
+    files = {posixpath.relpath(f"{folder}/index", root): (index, 0o644)}
     bundle = bundle_of(folders, common_files or {}) if folders is not None else None
     if folders is not None and bundle is None:  # a path no tar header holds: the folders now, as the core would
         for attempt, own in zip(attempts, folders):
@@ -170,18 +175,67 @@ def _parse_safe(path: str) -> bool:
 
 
 def find_task(transport, attempt, squeue_rows: dict, sacct_text) -> str | None:
-    """``ARRAYID_TASK`` of an attempt that went out in an array (its marker says which), in the
-    queue by the array's comment, else in accounting by the array's script; None if it never
-    went out (or was not in an array)."""
-    text = transport.read_text(marker_path(attempt)) or transport.read_text(_marker_in_job_dir(attempt))
-    if not text:
-        return None
-    marker = json.loads(text)
-    suffix = f"_{marker['task']}"
+    """``ARRAYID_TASK`` of an attempt that went out in an array, or None if it never went out
+    (or not in an array): in the queue among the arrays whose comment names a first element
+    recorded by the same submit and whose index lists the attempt, else in accounting by the
+    array's script. An array submitted before the index (a marker in each element's folder)
+    is found by that marker."""
+    text = transport.read_text(_marker_in_job_dir(attempt))
+    if text:
+        marker = json.loads(text)
+        for row in squeue_rows.values():
+            if row.comment == marker["comment"] and row.job_id.endswith(f"_{marker['task']}"):
+                return row.job_id
+        return _parse.find_array_task(sacct_text(), marker["script"], marker["task"])
+    me, scratch = f"{attempt.job_id}.{attempt.n}", attempt.layout.scratch
+    queued: dict[str, list] = {}  # the first tag of each array in the queue -> its rows
     for row in squeue_rows.values():
-        if row.comment == marker["comment"] and row.job_id.endswith(suffix):
-            return row.job_id
-    return _parse.find_array_task(sacct_text(), marker["script"], marker["task"])
+        if (row.comment or "").startswith("runjob-array:"):
+            queued.setdefault(row.comment.removeprefix("runjob-array:"), []).append(row)
+    for first in queued:
+        task = _task_of(transport, scratch, first, me, attempt.job_id)
+        if task is not None:
+            found = [row.job_id for row in queued[first] if row.job_id.endswith(f"_{task}")]
+            if found:
+                return found[0]
+            script = f"{_array_dir(scratch, *first.split(':')[1:3])}/array.sh"
+            return _parse.find_array_task(sacct_text(), script, task)  # it left the queue
+    accounted = sacct_text()
+    for script in _array_scripts(accounted, scratch):
+        first_id, _, n = script.rsplit("/", 2)[1].rpartition(".")
+        task = _task_of(transport, scratch, f"runjob:{first_id}:{n}", me, attempt.job_id)
+        if task is not None:
+            return _parse.find_array_task(accounted, script, task)
+    return None
+
+
+def _task_of(transport, scratch: str, first_tag: str, me: str, job_id: str) -> int | None:
+    """Element *me*'s task in the array whose first element's tag is *first_tag*, read from
+    its index; None when it is not there. Arrays whose first element was not recorded by the
+    same submit as *job_id* (ids a second apart or more than an hour) are not read."""
+    parts = first_tag.split(":")
+    if len(parts) != 3 or not _parse_safe(parts[1]) or not parts[2].isdigit():
+        return None
+    first_id, n = parts[1], parts[2]
+    if abs(_parse.attempt_window_start(first_id, 0) - _parse.attempt_window_start(job_id, 0)) > _SAME_SUBMIT:
+        return None
+    text = transport.read_text(f"{_array_dir(scratch, first_id, n)}/index") or ""
+    lines = text.splitlines()
+    return lines.index(me) if me in lines else None
+
+
+def _array_scripts(sacct_output: str, scratch: str) -> list[str]:
+    """The scripts of the arrays under *scratch* in ``sacct_reattach_argv`` output, newest first."""
+    found: dict[str, int] = {}
+    prefix = f"{scratch}/arrays/"
+    for line in sacct_output.splitlines():
+        job_id, _, rest = line.partition("|")
+        submit_line = rest.partition("|")[2].strip()
+        script = submit_line.rsplit(" ", 1)[-1]
+        array_id = job_id.partition("_")[0]
+        if script.startswith(prefix) and script.endswith("/array.sh") and array_id.isdigit():
+            found[script] = max(found.get(script, 0), int(array_id))
+    return sorted(found, key=found.get, reverse=True)
 
 
 # A pending array task that is cancelled is taken out of the array's pending record: squeue

@@ -146,7 +146,7 @@ def reattach(attempt, cluster, context) -> Submission | None:
     queue = _ask(transport, cluster, _parse.squeue_argv(user))
     rows = _parse.parse_squeue(queue)
     job_id = _parse.find_by_comment(rows, tag)
-    if job_id is None:  # an element of a job array (runjob_slurm._array): found by the array's marker
+    if job_id is None:  # an element of a job array (runjob_slurm._array): found by the array's index
         from runjob_slurm import _array
 
         since = _parse.attempt_window_start(attempt.job_id)
