@@ -79,12 +79,12 @@ def layout_for(
     is_local = isinstance(transport, LocalTransport)
     scratch = scratch_root(cluster, transport, state_dir)
     job_dir = _join(scratch, "jobs", job.name, job_id)
-    local_workdir = Path(job.base_dir, job.workdir).resolve() if job.workdir else Path(job.base_dir).resolve()
+    # Resolved only where it is used (a realpath per element of a 1,000-element sweep otherwise).
     if is_local:
-        workdir, sync_from = str(local_workdir), None
+        workdir, sync_from = str(Path(job.base_dir, job.workdir or ".").resolve()), None
     elif job.workdir:
         # Each job its own work copy: two jobs of one name never run each other's code.
-        workdir, sync_from = _join(job_dir, "work"), str(local_workdir)
+        workdir, sync_from = _join(job_dir, "work"), str(Path(job.base_dir, job.workdir).resolve())
     else:
         workdir, sync_from = job_dir, None
     return Layout(
