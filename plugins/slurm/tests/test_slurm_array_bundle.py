@@ -43,10 +43,10 @@ def write_array(scratch, names, common):
     os.makedirs(f"{scratch}/logs")
     with open(f"{folder}/bundle.tar", "wb") as out:
         out.write(data)
-    script = _array.render([None] * len(names), attempts, rendereds, "grid", ["#SBATCH --nodes=1"], "runjob-array:x", 1,
-                           (f"{folder}/bundle.tar", library, ranges))
+    with open(f"{folder}/index", "w") as out:
+        out.write(_array.index_lines(attempts, rendereds, ranges))
     with open(f"{folder}/array.sh", "w") as out:
-        out.write(script)
+        out.write(_array.render(len(names), attempts[0], "grid", ["#SBATCH --nodes=1"], "runjob-array:x", 1, library))
     return attempts, f"{folder}/array.sh"
 
 
@@ -90,6 +90,36 @@ def test_a_task_outside_the_array_runs_nothing(tmp_path):
     _attempts, script = write_array(tmp_path, ["c-0", "c-1"], {})
     failed = run_task(script, 7)
     assert failed.returncode == 2 and "runs no element" in failed.stderr
+    assert "not an array task" in subprocess.run(["bash", script], capture_output=True, text=True,
+                                                 env={k: v for k, v in os.environ.items() if k != "SLURM_ARRAY_TASK_ID"}).stderr
+
+
+def test_the_array_script_is_the_same_size_for_2_elements_or_2000(tmp_path):
+    first = attempts_in(tmp_path, ["d-0"])[0]
+    small, large = (_array.render(n, first, "grid", ["#SBATCH --nodes=1"], "runjob-array:x", 4, 10240) for n in (2, 2000))
+    differ = [(a, b) for a, b in zip(small.splitlines(), large.splitlines()) if a != b]
+    assert differ == [("#SBATCH --array=0-1", "#SBATCH --array=0-1999%4")]  # nothing per element in the script
+
+
+def test_a_folder_written_at_submit_is_run_as_it_is(tmp_path):
+    # No bundle (a path no tar header holds): the index says "-" and the task unpacks nothing.
+    attempts = attempts_in(tmp_path, ["e-0", "e-1"])
+    rendereds = [Rendered(script=element_script(a.job_id), template="t", source="s", script_name="run.1.sh") for a in attempts]
+    for attempt, rendered in zip(attempts, rendereds):
+        os.makedirs(attempt.layout.job_dir)
+        with open(attempt.layout.script_path, "w") as out:
+            out.write(rendered.script)
+        with open(attempt.layout.params_path, "w") as out:
+            out.write("{}\n")
+    folder = _array.array_dir(attempts[0])
+    os.makedirs(folder)
+    os.makedirs(f"{tmp_path}/logs")
+    with open(f"{folder}/index", "w") as out:
+        out.write(_array.index_lines(attempts, rendereds, None))
+    with open(f"{folder}/array.sh", "w") as out:
+        out.write(_array.render(2, attempts[0], "grid", [], "runjob-array:x", 1, 0))
+    assert run_task(f"{folder}/array.sh", 1).returncode == 0
+    assert f"in {attempts[1].layout.job_dir}" in open(attempts[1].layout.log_path, encoding="utf-8").read()
 
 
 def test_a_path_no_tar_header_holds_makes_no_bundle():

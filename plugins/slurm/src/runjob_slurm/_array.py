@@ -1,18 +1,18 @@
 """Many jobs of one resource shape as one SLURM job array (a sweep's elements, issue 26).
 
 Each element keeps its own runjob job: its own rendered script, folder, log and tag. The
-array's script only dispatches: task ``i`` makes element ``i``'s folder, unpacks the element's
-files into it from the array's *bundle*, changes to it and runs its script, appending to its
-log. The bundle is one file of tar members, the job-side library first and then each
-element's files, with the byte range of each in the array's script: a 1,000-element sweep
-writes one file and one script at submit, not 1,000 folders (8,000 files), and a task reads
-only its own range. The elements' ``#SBATCH`` resource lines are the array's (they are the
-same for every element of a shape; otherwise no array is made).
+array's script only dispatches, and is the same size for 2 elements or 10,000: task ``i``
+reads element ``i``'s line of the array's *index* (its id, folder, script, log and its byte
+range of the *bundle*), makes the element's folder, unpacks the element's files into it from
+the bundle, changes to it and runs its script, appending to its log. The bundle is one file
+of tar members, the job-side library first and then each element's files: a 1,000-element
+sweep writes three files at submit (script, index, bundle), not 1,000 folders of 8 files,
+and a task reads only its own range. The elements' ``#SBATCH`` resource lines are the
+array's (they are the same for every element of a shape; otherwise no array is made).
 
 The array's folder (:func:`array_dir`) is named by its first element's attempt, which its
-comment (``runjob-array:<first tag>``) names too, and holds an ``index`` (line i: task i's
-``<job id>.<attempt>``): a runjob killed between ``sbatch`` and recording finds each
-element's task by its attempt alone (:func:`find_task`), without a marker per element.
+comment (``runjob-array:<first tag>``) names too: a runjob killed between ``sbatch`` and
+recording finds each element's task by its attempt alone, in the index (:func:`find_task`).
 """
 
 from __future__ import annotations
@@ -58,43 +58,43 @@ def _resources(script: str) -> list[str]:
             if line.startswith("#SBATCH") and not line.split()[1].split("=")[0] in _PER_JOB]
 
 
-def render(jobs, attempts, rendereds, name: str, resources: list[str], comment: str, max_parallel: int,
-           bundle: tuple[str, int, list[tuple[int, int]]] | None = None) -> str:
-    """The array's script. With *bundle* (its path, the library's size, each element's byte
-    range) each task unpacks its element's files first; without, the folders are in place."""
-    n = len(jobs)
-    bound = f"%{max_parallel}" if max_parallel < n else ""
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={name if _parse_safe(name) else 'runjob-array'}", f"#SBATCH --array=0-{n - 1}{bound}",
-             f"#SBATCH --output={array_dir(attempts[0])}/array-%A_%a.out", f"#SBATCH --comment={comment}", *resources,
-             "# Rendered by runjob: one task per sweep element; task i runs element i's own script in its own folder."]
-    if bundle is None:
-        lines.append('case "${SLURM_ARRAY_TASK_ID:-}" in')
-        for i, (attempt, rendered) in enumerate(zip(attempts, rendereds)):
-            layout = attempt.layout
-            script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
-            lines.append(f"  {i}) cd {shlex.quote(layout.job_dir)} && exec bash {shlex.quote(script)} "
-                         f">> {shlex.quote(layout.log_path)} 2>&1 ;;")
-        lines += ["esac", 'echo "runjob: array task ${SLURM_ARRAY_TASK_ID:-?} runs no element" >&2', "exit 2", ""]
-        return "\n".join(lines)
-    path, library, ranges = bundle
-    lines += ["# Its folder is made here, its files (and runjob's job-side library) unpacked from the array's",
-              "# bundle: the library's bytes, then the element's own range of tar members, then the two",
-              "# empty blocks that end an archive.",
-              f"runjob_bundle={shlex.quote(path)}",
-              'case "${SLURM_ARRAY_TASK_ID:-}" in']
-    for i, (attempt, rendered, (at, size)) in enumerate(zip(attempts, rendereds, ranges)):
+def index_lines(attempts, rendereds, ranges: list[tuple[int, int]] | None) -> str:
+    """The array's index: line i is task i's element, ``<job id>.<attempt> <at> <size> <folder>
+    <script> <log>`` (*at*, *size*: its range of the bundle; ``-`` when its folder was written at
+    submit). Every path is one word: :func:`submit` takes none that sbatch would split."""
+    lines = []
+    for i, (attempt, rendered) in enumerate(zip(attempts, rendereds)):
         layout = attempt.layout
+        at, size = ranges[i] if ranges is not None else ("-", "-")
         script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
-        lines.append(f"  {i}) d={shlex.quote(layout.job_dir)} s={shlex.quote(script)} l={shlex.quote(layout.log_path)} "
-                     f"at={at} size={size} ;;")
-    lines += ['  *) echo "runjob: array task ${SLURM_ARRAY_TASK_ID:-?} runs no element" >&2; exit 2 ;;', "esac",
-              f'mkdir -p "$d" && [ -r "$runjob_bundle" ] && {{ head -c {library} "$runjob_bundle"; '
-              'tail -c +$((at + 1)) "$runjob_bundle" | head -c "$size"; head -c 1024 /dev/zero; } | tar -x -m -f - -C "$d" '
-              '&& [ -f "$s" ] || {',
-              '  echo "[runjob] cannot unpack this element\'s files from $runjob_bundle into $d" | tee -a "$l" >&2',
-              f"  exit {CANNOT_UNPACK}", "}",
-              'cd "$d" && exec bash "$s" >> "$l" 2>&1', ""]
-    return "\n".join(lines)
+        lines.append(f"{attempt.job_id}.{attempt.n} {at} {size} {layout.job_dir} {script} {layout.log_path}\n")
+    return "".join(lines)
+
+
+def render(n: int, first, name: str, resources: list[str], comment: str, max_parallel: int, library: int) -> str:
+    """The array's script, the same size whatever *n*: task i reads its element from line i+1
+    of the array's index, makes the element's folder, unpacks its files there from the bundle
+    (the first *library* bytes, runjob's job-side library, then the element's own range of tar
+    members, then the two empty blocks that end an archive) unless they were written at
+    submit, and runs its script there, appending to its log."""
+    folder = array_dir(first)
+    bound = f"%{max_parallel}" if max_parallel < n else ""
+    return "\n".join([
+        "#!/bin/bash", f"#SBATCH --job-name={name if _parse_safe(name) else 'runjob-array'}", f"#SBATCH --array=0-{n - 1}{bound}",
+        f"#SBATCH --output={folder}/array-%A_%a.out", f"#SBATCH --comment={comment}", *resources,
+        "# Rendered by runjob: one task per sweep element; task i runs element i's own script in its own folder,",
+        "# as line i+1 of the index says (its id, its range of the bundle, its folder, script and log).",
+        f"runjob_index={shlex.quote(folder + '/index')} runjob_bundle={shlex.quote(folder + '/bundle.tar')}",
+        'case "${SLURM_ARRAY_TASK_ID:-x}" in *[!0-9]*) echo "runjob: not an array task" >&2; exit 2 ;; esac',
+        'read -r _ at size d s l < <(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$runjob_index")',
+        'if [ -z "$l" ]; then echo "runjob: array task $SLURM_ARRAY_TASK_ID runs no element" >&2; exit 2; fi',
+        'if [ "$at" != - ]; then',
+        f'  mkdir -p "$d" && [ -r "$runjob_bundle" ] && {{ head -c {library} "$runjob_bundle"; '
+        'tail -c +$((at + 1)) "$runjob_bundle" | head -c "$size"; head -c 1024 /dev/zero; } | tar -x -m -f - -C "$d" '
+        '&& [ -f "$s" ] || {',
+        '    echo "[runjob] cannot unpack this element\'s files from $runjob_bundle into $d" | tee -a "$l" >&2',
+        f"    exit {CANNOT_UNPACK}", "  }", "fi",
+        'cd "$d" && exec bash "$s" >> "$l" 2>&1', ""])
 
 
 def bundle_of(folders: list[dict], common: dict) -> tuple[bytes, int, list[tuple[int, int]]] | None:
@@ -131,8 +131,9 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
     if any(r != resources[0] for r in resources):
         return None
     first = attempts[0]
-    for attempt in attempts:
-        if not _parse_safe(attempt.layout.job_dir) or not _parse_safe(attempt.layout.log_path):
+    for attempt, rendered in zip(attempts, rendereds):
+        layout = attempt.layout
+        if not all(map(_parse_safe, (layout.job_dir, layout.log_path, layout.script_path or rendered.script_name))):
             return None  # a path sbatch would split: each element alone (its own checks apply)
     comment = f"runjob-array:{first.tag}"
     folder = array_dir(first)
@@ -140,20 +141,17 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
     # The index, the bundle and the array's script in one put_tree rooted at the scratch
     # folder; a transport that holds it back (the core's submit) sends it with the sbatch below.
     root = first.layout.scratch
-    index = "".join(f"{attempt.job_id}.{attempt.n}\n" for attempt in attempts)
-    files = {posixpath.relpath(f"{folder}/index", root): (index, 0o644)}
     bundle = bundle_of(folders, common_files or {}) if folders is not None else None
+    files = {}
     if folders is not None and bundle is None:  # a path no tar header holds: the folders now, as the core would
         for attempt, own in zip(attempts, folders):
             prefix = posixpath.relpath(attempt.layout.job_dir, root)
             files.update({f"{prefix}/{rel}": entry for rel, entry in {**own, **(common_files or {})}.items()})
-    placed = None
     if bundle is not None:
-        data, library, ranges = bundle
-        files[posixpath.relpath(f"{folder}/bundle.tar", root)] = (data, 0o644)
-        placed = (f"{folder}/bundle.tar", library, ranges)
-    files[posixpath.relpath(script_path, root)] = (render(jobs, attempts, rendereds, name, resources[0], comment,
-                                                          max_parallel, placed), 0o755)
+        files[posixpath.relpath(f"{folder}/bundle.tar", root)] = (bundle[0], 0o644)
+    files[posixpath.relpath(f"{folder}/index", root)] = (index_lines(attempts, rendereds, bundle and bundle[2]), 0o644)
+    files[posixpath.relpath(script_path, root)] = (render(len(attempts), first, name, resources[0], comment, max_parallel,
+                                                          bundle[1] if bundle else 0), 0o755)
     logs = tuple(dict.fromkeys(attempt.layout.log_path.rsplit("/", 1)[0] for attempt in attempts))
     transport.put_tree(root, files, also_make=logs)
     result = transport.run(["sbatch", "--parsable", "--chdir", folder, script_path], idempotent=False)
@@ -220,8 +218,8 @@ def _task_of(transport, scratch: str, first_tag: str, me: str, job_id: str) -> i
     if abs(_parse.attempt_window_start(first_id, 0) - _parse.attempt_window_start(job_id, 0)) > _SAME_SUBMIT:
         return None
     text = transport.read_text(f"{_array_dir(scratch, first_id, n)}/index") or ""
-    lines = text.splitlines()
-    return lines.index(me) if me in lines else None
+    ids = [line.split(" ", 1)[0] for line in text.splitlines()]
+    return ids.index(me) if me in ids else None
 
 
 def _array_scripts(sacct_output: str, scratch: str) -> list[str]:
