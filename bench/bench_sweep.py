@@ -40,14 +40,20 @@ def sweep_spec(name: str, n: int) -> dict:
             "sweep": {"params": {"i": list(range(n))}, "max_parallel": 1}}
 
 
+def put_raw_script(context, cluster) -> str:
+    """The raw side's array script (``true``), on the cluster's scratch."""
+    transport = context.transport(cluster)
+    folder = f"{cluster.scratch_path}/bench-raw"
+    transport.makedirs(folder)
+    transport.put_text(f"{folder}/array.sh", "#!/bin/bash\n#SBATCH --output=/dev/null\ntrue\n", mode=0o755)
+    return f"{folder}/array.sh"
+
+
 def submit_section(args, context, cluster, user: str, arrays: list[str]) -> list:
     from runjob_core.sweep import _run, sweep_from_mapping
 
     transport = context.transport(cluster)
-    folder = f"{cluster.scratch_path}/bench-raw"
-    transport.makedirs(folder)
-    raw_script = f"{folder}/array.sh"
-    transport.put_text(raw_script, "#!/bin/bash\n#SBATCH --output=/dev/null\ntrue\n", mode=0o755)
+    raw_script = put_raw_script(context, cluster)
     raw_argv = ["sbatch", "--parsable", "--array", f"0-{args.elements - 1}%1", "-p", "debug",
                 *(["-A", cluster.options.default_account] if cluster.options.default_account else []), raw_script]
     rows = []
@@ -209,7 +215,7 @@ def main() -> None:
     only = set(args.only.split(","))
     if "report" in only:
         report_section(args)
-    if not only & {"submit", "poll"}:
+    if not only & {"submit", "process", "poll"}:
         return
     from runjob_core import lifecycle
 
@@ -222,8 +228,9 @@ def main() -> None:
     user = env["RUNJOB_TEST_SSH_USER"]
     arrays: list[str] = []
     try:
-        names = submit_section(args, context, cluster, user, arrays)
+        names = submit_section(args, context, cluster, user, arrays) if only & {"submit", "poll"} else []
         if "process" in only:
+            put_raw_script(context, cluster)
             whole_process_section(args, env, work, cluster, arrays)
         if "poll" in only:
             poll_section(args, context, cluster, user, names[-1])

@@ -176,7 +176,7 @@ def _create(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec
     context.store.create_job(job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type,
                              spec_json=sweep.job_jsons[index], spec_hash=spec_hash, spec_path=spec_path,
                              sweep_id=row.id, sweep_index=index)
-    context.store.begin_attempt(job_id)
+    context.store.begin_attempt(job_id, n=1)  # a job made just now: its first
     context.event(job_id, "created", f"job {job.name} recorded as {job_id} (sweep {row.name} element {index}, "
                   f"spec {spec_hash})")
 
