@@ -163,7 +163,7 @@ def preload():
             pass  # the postgres extra is not installed: a child that needs it says so in one line
     from runjob_core import plugins
 
-    from runjob_core import templating
+    from runjob_core import lifecycle
 
     from runjob_core._entry_points import describe_commands
 
@@ -172,10 +172,10 @@ def preload():
     for _name, plugin in pm.list_name_plugin():
         _import_submodules(plugin)
     plugins.backend_infos(pm)  # and what backends import to describe themselves
-    # jinja2 keeps its compiled lexer per set of options for the process: one for every child.
-    templating.make_environment(plugins=[p for _name, p in pm.list_name_plugin() if p is not None])
+    # Every template compiled once (and jinja2's lexer, kept per set of options): for every child.
+    templates = lifecycle.prepared_templates(pm)
     _prime_converter()
-    return plugins.Prepared(pm)
+    return plugins.Prepared(pm, templates=templates)
 
 
 def _prime_converter() -> None:
