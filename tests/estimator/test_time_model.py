@@ -320,6 +320,20 @@ def test_held_out_cases_cite_their_source():
         assert case["quote"] and case["measured"] > 0
 
 
+def test_a_decode_all_reduce_costs_its_bytes_at_large_batches():
+    """Round 7: a tensor-parallel all-reduce in decode is its latency at batch 1 (a few KiB) and its bytes too at
+    256 sequences of a 70B model (4 MiB, 2(n-1)/n of it per GPU over NVLink at the bus bandwidth training uses)."""
+    from runjob_core.estimator.arch import arch_from_config
+    from runjob_core.estimator.resolve import resolve_model
+
+    arch = arch_from_config(resolve_model("Llama-3.1-70B").config)
+    h100 = peaks_for("H100-80GB")
+    one = decoding.tp_allreduce_s(arch, h100, 4, 1.0)
+    assert one == pytest.approx(decoding.TP_ALLREDUCE_S, rel=0.01)
+    batch = decoding.tp_allreduce_s(arch, h100, 4, 256.0)
+    assert batch - decoding.TP_ALLREDUCE_S == pytest.approx(1.5 * 256 * 8192 * 2 / (450e9 * timing.LINK_EFFICIENCY))
+
+
 def test_sharded_gradients_are_reduce_scattered():
     from runjob_core.estimator.arch import arch_from_config
     from runjob_core.estimator.resolve import resolve_model
