@@ -75,3 +75,26 @@ def test_a_path_ustar_cannot_hold_goes_through_tarfile(tmp_path):
     assert tree._ustar(linked_far, 0) is None
     unpack(tmp_path, {unsplittable: ("z\n", 0o644), "ok.txt": ("fine\n", 0o644)})
     assert (tmp_path / unsplittable).read_text() == "z\n" and (tmp_path / "ok.txt").read_text() == "fine\n"
+
+
+def test_the_job_folder_is_made_as_mkdir_p_would_make_it_through_a_linked_scratch_folder(tmp_path):
+    """The members are named from "/" (issue 29: no mkdir process on the host for the job's
+    folder): its missing parents get the umask's mode, a scratch folder that is a link to
+    another disk stays a link, and a folder of also_make that is there keeps its own mode."""
+    real, linked = tmp_path / "disk", tmp_path / "scratch"
+    real.mkdir()
+    linked.symlink_to(real)
+    logs = linked / "logs"
+    logs.mkdir(mode=0o700)
+    os.chmod(logs, 0o700)
+    fresh = linked / "more-logs"
+    root = linked / "jobs" / "name" / "rj-1"
+    command, stream = _tree_command(str(root), {"run.sh": ("#!/bin/bash\n", 0o755), "lib/job.py": (LIBRARY, 0o644),
+                                                "lib/copy.py": (LIBRARY, 0o644)}, (str(logs), str(fresh)))
+    assert command.startswith("{ [ -d ") and "tar -x -z -m -C / -f -" in command
+    subprocess.run(["bash", "-c", f"umask 027; {command}"], input=stream, check=True)
+    assert linked.is_symlink() and (real / "jobs" / "name" / "rj-1" / "run.sh").read_text() == "#!/bin/bash\n"
+    assert os.stat(real / "jobs" / "name" / "rj-1" / "lib" / "copy.py").st_nlink == 2  # linked within the folder
+    for folder in (real / "jobs", real / "jobs" / "name", root, fresh):
+        assert os.stat(folder).st_mode & 0o777 == 0o750, folder  # 0777 less the umask, as mkdir -p
+    assert os.stat(logs).st_mode & 0o777 == 0o700  # there already: left as it was

@@ -34,14 +34,27 @@ RunShell = Callable[..., Completed]
 
 def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, bytes]:
     """The shell command that creates *root* and *also_make* and unpacks a gzipped tar stream
-    of *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin)."""
+    of *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin): on the
+    host, ``tar`` and ``gzip`` and nothing else when the folders of *also_make* are there."""
     now = int(time.time())
+    if root.startswith("/") and files:
+        # Members named from "/": tar makes the job's folder and any missing parent as it unpacks
+        # (as mkdir -p would: umask, existing folders and links to folders left as they are), and
+        # mkdir runs only when a folder of also_make is missing (a shell test, not a process).
+        base = root.strip("/")
+        files = {f"{base}/{rel}" if base else rel: item for rel, item in files.items()}
+        folders, into = list(also_make), "/"
+    else:
+        folders, into = [root, *also_make], root
     archive = _ustar(files, now)
     if archive is None:  # a path ustar cannot hold (no split into 155 + 100 bytes; a link target over 100)
         archive = _tarfile(files, now)
-    folders = " ".join(shlex.quote(f) for f in (root, *also_make))
-    line = f"mkdir -p {folders} && tar -x -z -m -C {shlex.quote(root)} -f -"
-    return line, gzip.compress(archive, compresslevel=1, mtime=0)
+    unpack = f"tar -x -z -m -C {shlex.quote(into)} -f -"
+    if folders:
+        quoted = [shlex.quote(f) for f in folders]
+        there = " && ".join(f"[ -d {f} ]" for f in quoted)
+        unpack = f"{{ {there} || mkdir -p {' '.join(quoted)}; }} && {unpack}"
+    return unpack, gzip.compress(archive, compresslevel=1, mtime=0)
 
 
 def _members(files: dict[str, tuple[str, int]]):
