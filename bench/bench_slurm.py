@@ -24,6 +24,7 @@ import argparse
 import functools
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,10 @@ def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, co
     subprocess.run(control, check=True, capture_output=True)  # opens the shared connection
     # The first command starts runjob's agent (the shared connection) and its warm process.
     subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)
-    cold_env = {**env_vars, "RUNJOB_WARM": "0"}
+    # Each runjob variant keeps a state of its own: a process that exits normally checkpoints and
+    # deletes SQLite's WAL (a warm child never does), so the next writer of a shared state would
+    # pay for creating it again (two fsyncs) and the order of the runs would decide who pays.
+    cold_env = {**env_vars, "RUNJOB_WARM": "0", "RUNJOB_HOME": str(_own_home(work, "cold"))}
     runs = [
         lambda: subprocess.run(raw, check=True, capture_output=True),
         lambda: subprocess.run(control, check=True, capture_output=True),
@@ -60,7 +64,8 @@ def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, co
               "runjob submit --yes (the default: warm process, shared agent)",
               "runjob submit --yes, RUNJOB_WARM=0 (new process: imports, render, sbatch)"]
     if args.baseline:
-        before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline)}
+        # Its own state too (and the two sides' schemas may differ: an index the other would use).
+        before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline), "RUNJOB_HOME": str(_own_home(work, "before"))}
         subprocess.run(submit, cwd=work, env=before_env, check=True, capture_output=True)  # its warm process is up
         runs.append(lambda: subprocess.run(submit, cwd=work, env=before_env, check=True, capture_output=True))
         labels.append(f"before ({args.baseline}): runjob submit --yes, warm")
@@ -70,6 +75,13 @@ def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, co
         shared = median_ms(row[1]) / median_ms(rows[1][1])
         print(f"  runjob ({label}) vs ssh with ControlMaster: {shared:.2f}x (target: at most 3x)")
     subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
+
+
+def _own_home(work: Path, name: str) -> Path:
+    home = work / name / ".runjob"
+    home.mkdir(parents=True)
+    shutil.copy(work / ".runjob" / "clusters.yaml", home / "clusters.yaml")
+    return home
 
 
 def main() -> None:

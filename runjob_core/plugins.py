@@ -100,6 +100,8 @@ class Prepared:
         self._pm = None if pm.problems else pm
         self._templates = templates or {}
         self._given = False
+        #: What the child does once its caller has the exit code (the stores' WAL settled).
+        self.after_answer: list[Any] = []
 
     def take(self) -> pluggy.PluginManager | None:
         pm, self._pm = self._pm, None

@@ -264,3 +264,30 @@ def test_prepared_templates_go_only_with_the_plugin_manager_they_were_made_for(m
     other = plugins.Prepared(pm, templates=dict(made))
     monkeypatch.setenv("XDG_CACHE_HOME", "/elsewhere")  # compiled templates are kept somewhere else
     assert other.take() is pm and other.take_templates() == {}
+
+
+def test_a_warm_child_settles_the_wal_it_grew_after_its_answer(tmp_path):
+    """The child never closes the store (it ends with os._exit), so SQLite's WAL kept growing to
+    its 4 MB ceiling and every command read it all back when it opened the state (issue 29)."""
+    (tmp_path / "job.yaml").write_text("name: probe\ncommand: 'true'\n")
+    probe = textwrap.dedent("""
+        import os, sys
+        from runjob_core import store
+        from runjob_core.warm import server
+        prepared = server.preload()
+        store.WAL_SETTLE_AT = 0  # any WAL at all is past the bound here
+        sys.argv = ["runjob", "submit", "job.yaml", "--yes"]
+        pid = os.fork()
+        if pid == 0:
+            code = server._run_command(prepared)
+            print("WAL after the command:", os.path.getsize(".runjob/state.db-wal"), flush=True)
+            server._after_answer(prepared)
+            print("WAL after the answer:", os.path.getsize(".runjob/state.db-wal"), flush=True)
+            os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "RUNJOB_HOME": str(tmp_path / ".runjob")})
+    assert done.returncode == 0, done.stderr
+    grown = int(re.search(r"WAL after the command: (\d+)", done.stdout).group(1))
+    assert grown > 0 and "WAL after the answer: 0" in done.stdout, done.stdout

@@ -62,6 +62,7 @@ def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), cl
     context = lifecycle.open_context(clusters_path=clusters, on_event=printer, pm=pm)
     if prepared is not None:
         context.core_memory.templates.update(prepared.take_templates())  # rendered templates made ahead too
+        prepared.after_answer.append(context.store.settle_wal)  # the warm child never closes the store
     return context
 
 

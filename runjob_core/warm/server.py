@@ -306,7 +306,20 @@ def _child(conn: socket.socket, request: dict, fds: list[int], prepared) -> NoRe
             conn.sendall(_warm.EXIT + int(code).to_bytes(4, "big", signed=True))
         except OSError:
             pass  # the caller is gone (killed): nobody is left to tell
+        _after_answer(prepared)
         os._exit(code)
+
+
+def _after_answer(prepared) -> None:
+    """What the command left for after its answer (the stores' WAL settled): the caller has
+    its exit code, so nothing here is waited for, and nothing here is the command's outcome."""
+    from runjob_core.store.faults import StoreError
+
+    for settle in getattr(prepared, "after_answer", ()):
+        try:
+            settle()
+        except StoreError:
+            continue  # a busy or read-only state: the next command reads the WAL back, as before
 
 
 def _run_command(prepared=None) -> int:
