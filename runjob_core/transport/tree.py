@@ -35,7 +35,7 @@ RunShell = Callable[..., Completed]
 def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, bytes]:
     """The shell command that creates *root* and *also_make* and unpacks a gzipped tar stream
     of *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin): on the
-    host, ``tar`` and ``gzip`` and nothing else when the folders of *also_make* are there."""
+    host, ``gzip`` and ``tar`` and nothing else when the folders of *also_make* are there."""
     now = int(time.time())
     if root.startswith("/") and files:
         # Members named from "/": tar makes the job's folder and any missing parent as it unpacks
@@ -49,7 +49,8 @@ def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[st
     archive = _ustar(files, now)
     if archive is None:  # a path ustar cannot hold (no split into 155 + 100 bytes; a link target over 100)
         archive = _tarfile(files, now)
-    unpack = f"tar -x -z -m -C {shlex.quote(into)} -f -"
+    # gzip in a pipe of its own: GNU tar's -z forks twice more (a child that feeds gzip), ~1.5 ms here.
+    unpack = f"gzip -d | tar -x -m -C {shlex.quote(into)} -f -"
     if folders:
         quoted = [shlex.quote(f) for f in folders]
         there = " && ".join(f"[ -d {f} ]" for f in quoted)
