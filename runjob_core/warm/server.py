@@ -132,8 +132,10 @@ def _supervise(listener: socket.socket, report: int, life: int, idle: float) -> 
 
 def _spare(listener: socket.socket, life: int, report: int, modules: dict, prepared) -> None:
     """In a spare child: wait for a caller (or for the warm process to end), then serve it."""
-    if not select.select([listener], [], [], 0)[0]:  # nobody waits for this spare yet
-        _take_faults_ahead(modules)
+    # A caller soon after the last command (a script's loop) is served at once; a spare idle for
+    # a moment takes the faults ahead, unless a caller comes meanwhile.
+    if not select.select([listener, life], [], [], _FAULTS_AHEAD_AFTER)[0]:
+        _take_faults_ahead(listener, modules)
     while True:
         if life in select.select([listener, life], [], [])[0]:
             return  # the warm process ended, or is idle
@@ -234,16 +236,25 @@ def _stamp(path: str) -> tuple[int, int] | None:
     return info.st_mtime_ns, info.st_size
 
 
-def _take_faults_ahead(modules: dict) -> None:
+#: Seconds a spare waits for a caller before it takes the faults ahead (_take_faults_ahead).
+_FAULTS_AHEAD_AFTER = 0.1
+
+
+def _take_faults_ahead(listener: socket.socket, modules: dict) -> None:
     """Touch what a command touches first while no command waits: every object the warm process
     tracks (reading one writes its reference count, so its page is copied from the warm process
     now, not one fault at a time while the caller waits: ~2,500 faults of a submit, ~3 ms here)
-    and the stale check's files. This costs the spare ~20-30 ms of CPU once, and a private copy
-    of those pages (~25 MB) while it waits."""
+    and the stale check's files. This costs the spare ~20 ms of CPU once (listing the objects,
+    ~2/3 of it, cannot be cut short; touching them stops for a caller), and a private copy of
+    those pages (~19 MB) while it waits."""
     import gc
 
-    for _tracked in gc.get_objects():
-        pass
+    tracked = gc.get_objects()
+    for start in range(0, len(tracked), 4096):
+        if select.select([listener], [], [], 0)[0]:
+            return  # a caller: the rest faults as the command goes
+        for _one in tracked[start:start + 4096]:
+            pass
     _stale(modules)
 
 
