@@ -16,6 +16,7 @@ Job names carry this run's id, and only those names are cancelled at the end.
    many of those status processes wrote to the store (target: none, nothing changed).
 
 Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,status,fifty] [--record FILE]
+     [--baseline CHECKOUT]  (sections 1 and 4 also time another checkout's runjob, say main before a change)
 """
 
 from __future__ import annotations
