@@ -16,6 +16,7 @@ Job names carry this run's id, and only those names are cancelled at the end.
    many of those status processes wrote to the store (target: none, nothing changed).
 
 Run: .venv/bin/python bench/bench_slurm.py [--reps N] [--queued 200] [--only submit,poll,status,fifty] [--record FILE]
+     [--baseline CHECKOUT]  (sections 1 and 4 also time another checkout's runjob, say main before a change)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import functools
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,21 +51,38 @@ def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, co
     subprocess.run(control, check=True, capture_output=True)  # opens the shared connection
     # The first command starts runjob's agent (the shared connection) and its warm process.
     subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True)
-    cold_env = {**env_vars, "RUNJOB_WARM": "0"}
-    samples = time_interleaved([
+    # Each runjob variant keeps a state of its own: a process that exits normally checkpoints and
+    # deletes SQLite's WAL (a warm child never does), so the next writer of a shared state would
+    # pay for creating it again (two fsyncs) and the order of the runs would decide who pays.
+    cold_env = {**env_vars, "RUNJOB_WARM": "0", "RUNJOB_HOME": str(_own_home(work, "cold"))}
+    runs = [
         lambda: subprocess.run(raw, check=True, capture_output=True),
         lambda: subprocess.run(control, check=True, capture_output=True),
         lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True),
         lambda: subprocess.run(submit, cwd=work, env=cold_env, check=True, capture_output=True),
-    ], args.reps)
-    rows = list(zip(["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
-                     "runjob submit --yes (the default: warm process, shared agent)",
-                     "runjob submit --yes, RUNJOB_WARM=0 (new process: imports, render, sbatch)"], samples))
+    ]
+    labels = ["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
+              "runjob submit --yes (the default: warm process, shared agent)",
+              "runjob submit --yes, RUNJOB_WARM=0 (new process: imports, render, sbatch)"]
+    if args.baseline:
+        # Its own state too (and the two sides' schemas may differ: an index the other would use).
+        before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline), "RUNJOB_HOME": str(_own_home(work, "before"))}
+        subprocess.run(submit, cwd=work, env=before_env, check=True, capture_output=True)  # its warm process is up
+        runs.append(lambda: subprocess.run(submit, cwd=work, env=before_env, check=True, capture_output=True))
+        labels.append(f"before ({args.baseline}): runjob submit --yes, warm")
+    rows = list(zip(labels, time_interleaved(runs, args.reps)))
     show("1. submit one small job", rows, target="runjob at most 1.0x ssh sbatch")
-    for label, row in (("warm process", rows[2]), ("RUNJOB_WARM=0", rows[3])):
+    for label, row in (("warm process", rows[2]), ("RUNJOB_WARM=0", rows[3]), *(("before, warm", r) for r in rows[4:])):
         shared = median_ms(row[1]) / median_ms(rows[1][1])
         print(f"  runjob ({label}) vs ssh with ControlMaster: {shared:.2f}x (target: at most 3x)")
     subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
+
+
+def _own_home(work: Path, name: str) -> Path:
+    home = work / name / ".runjob"
+    home.mkdir(parents=True)
+    shutil.copy(work / ".runjob" / "clusters.yaml", home / "clusters.yaml")
+    return home
 
 
 def main() -> None:
@@ -72,8 +91,8 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=200)
     parser.add_argument("--only", default="submit,poll,status,fifty", help="sections to run")
     parser.add_argument("--record", help="save the polled squeue output here")
-    parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): section 4 times its"
-                        " `runjob status` in turn with this one's (PYTHONPATH, a warm process of its own)")
+    parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): sections 1 and 4 time"
+                        " its `runjob submit` and `runjob status` in turn with this one's (PYTHONPATH, a warm process of its own)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     run_id = f"{os.getpid():x}"

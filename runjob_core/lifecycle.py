@@ -128,6 +128,23 @@ def templates_for(context: RunContext):
     return made[key]
 
 
+def prepared_templates(pm) -> dict[Any, Any]:
+    """What :func:`templates_for` makes for *pm*'s plugins in a folder without
+    ``.runjob/templates``, every template compiled: the warm process makes it once for its
+    children (:class:`runjob_core.plugins.Prepared`), each of which loaded and ran the compiled
+    templates again (~2 ms, more on a loaded machine). Jinja2 still reloads one whose file changed."""
+    import jinja2
+
+    plugin_objects = [p for _name, p in pm.list_name_plugin() if p is not None]
+    env = templating.make_environment(plugins=plugin_objects)
+    for name in env.list_templates(extensions=["j2"]):
+        try:
+            env.get_template(name)
+        except jinja2.TemplateError:
+            continue  # a broken template: the command that renders it says what is wrong
+    return {(None, tuple(id(p) for p in plugin_objects)): env}
+
+
 def new_attempt(
     context: RunContext, job: JobSpec, cluster: ClusterConfig, *, job_id: str, n: int, resume_from: str | None = None,
     resume_env: dict[str, str] | None = None, limit: int | None = None, machine: Machine | None = None,

@@ -78,6 +78,8 @@ def get_plugin_manager(*, load_entrypoints: bool = True) -> tuple[pluggy.PluginM
 
 #: The environment a plugin manager depends on (besides the import path).
 _PLUGIN_ENV = ("RUNJOB_DISABLE_PLUGINS", "RUNJOB_STRICT_PLUGINS")
+#: Where Jinja2's compiled templates are kept (runjob_core.templating): an environment made ahead uses its own.
+_TEMPLATE_CACHE_ENV = ("XDG_CACHE_HOME", "HOME")
 
 
 class Prepared:
@@ -88,17 +90,33 @@ class Prepared:
     and only where the child's environment would build the same one and it loaded cleanly:
     a plugin that failed to load is built again in the child, which says so itself."""
 
-    def __init__(self, pm: PluginManager | None = None) -> None:
-        """*pm*: one just built by :func:`get_plugin_manager` in this environment (else one is built)."""
+    def __init__(self, pm: PluginManager | None = None, *, templates: dict[Any, Any] | None = None) -> None:
+        """*pm*: one just built by :func:`get_plugin_manager` in this environment (else one is built).
+        *templates*: Jinja2 environments made ahead for its plugins, as
+        :func:`runjob_core.lifecycle.templates_for` keeps them (:func:`runjob_core.lifecycle.prepared_templates`)."""
         self._env = tuple(os.environ.get(name) for name in _PLUGIN_ENV)
+        self._cache_env = tuple(os.environ.get(name) for name in _TEMPLATE_CACHE_ENV)
         pm = pm or get_plugin_manager()[0]
         self._pm = None if pm.problems else pm
+        self._templates = templates or {}
+        self._given = False
+        #: What the child does once its caller has the exit code (the stores' WAL settled).
+        self.after_answer: list[Any] = []
 
     def take(self) -> pluggy.PluginManager | None:
         pm, self._pm = self._pm, None
         if pm is None or tuple(os.environ.get(name) for name in _PLUGIN_ENV) != self._env:
             return None
+        self._given = True
         return pm
+
+    def take_templates(self) -> dict[Any, Any]:
+        """The environments made ahead, once, after :meth:`take` gave the manager they were made
+        for, and only where their compiled templates' cache folder is the same (else empty)."""
+        templates, self._templates = self._templates, {}
+        if not self._given or tuple(os.environ.get(name) for name in _TEMPLATE_CACHE_ENV) != self._cache_env:
+            return {}
+        return templates
 
 
 def _load_entrypoints(pm: pluggy.PluginManager, dists: dict[str, tuple[str | None, str | None]]) -> list[PluginInfo]:

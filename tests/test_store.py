@@ -214,13 +214,16 @@ def test_migration_steps_run_once_in_order(state, monkeypatch):
         reopened.close()
 
 
-@pytest.mark.parametrize("oldest, usable", [(1, True), (9, False)])
+NEWER = store_module.SCHEMA_VERSION + 1  # a layout of a runjob newer than this one
+
+
+@pytest.mark.parametrize("oldest, usable", [(1, True), (NEWER, False)])
 def test_a_database_of_a_newer_runjob_is_used_only_if_it_says_so(state, oldest, usable):
     from runjob_core.errors import RunjobError
 
     newer = state.open()
     job = make_job(newer)
-    newer._db.set_schema_version(9)
+    newer._db.set_schema_version(NEWER)
     newer._db.execute("UPDATE meta SET value = ? WHERE key = 'oldest_compatible'", (str(oldest),))
     newer.close()
     if usable:
@@ -230,7 +233,7 @@ def test_a_database_of_a_newer_runjob_is_used_only_if_it_says_so(state, oldest, 
         where = "state.db" if state.kind == "sqlite" else "runjob_test"
         with pytest.raises(RunjobError, match=rf"{where}.* was written by a newer runjob .*upgrade runjob"):
             state.open()
-    assert stored_version(state) == 9  # never downgraded
+    assert stored_version(state) == NEWER  # never downgraded
 
 
 def test_a_schema_3_database_gains_the_lease_tables_and_keeps_its_rows(tmp_path):
@@ -365,3 +368,48 @@ def test_specs_with_jobs_names_the_pairs_that_have_a_job_of_that_kind(state):
     assert set(other.try_leases(["spec:a", "spec:c"])) == {"spec:a"}
     store.release_leases(["spec:a", "spec:b"])
     assert other.try_leases(["spec:a", "spec:b"]) == {}
+
+
+def test_a_names_latest_canary_is_read_from_an_index_not_from_every_job_of_that_name(tmp_path):
+    """Every submit asks for the name's latest canary (issue 29): without an index on the kind,
+    SQLite read every job row of that name, spec and script included (~2 ms at 300 jobs)."""
+    store = Store(tmp_path / "state.db")
+    try:
+        full = [store.create_job(name="exp", cluster="local", backend="local", spec_json="{}", spec_hash="h",
+                                 spec_path=None) for _ in range(3)]
+        canary = store.create_job(name="exp", cluster="local", backend="local", spec_json="{}", spec_hash="h",
+                                  spec_path=None, kind="canary")
+        store.create_job(name="other", cluster="local", backend="local", spec_json="{}", spec_hash="h",
+                         spec_path=None, kind="canary")
+        statements: list[str] = []
+        store._db.set_trace_callback(statements.append)
+        assert store.latest_canary("exp").id == canary and full
+        store._db.set_trace_callback(None)
+        [query] = statements
+        plan = " ".join(row[3] for row in store._db.execute(f"EXPLAIN QUERY PLAN {query}"))
+        assert "jobs_kind (name=? AND kind=?)" in plan, plan
+        assert "TEMP B-TREE" not in plan  # in created_at order straight from the index
+        assert store.latest_canary("nobody") is None
+    finally:
+        store.close()
+
+
+def test_a_grown_wal_is_emptied_when_settled_and_a_small_one_is_left_alone(tmp_path, monkeypatch):
+    """A warm command's child never closes the store, so nothing checkpoints and removes the
+    WAL at exit, and every later process read it all back when it opened the state (~2 ms at
+    4 MB, issue 29): the child settles it once its caller has the answer."""
+    path = tmp_path / "state.db"
+    store = Store(path)
+    wal = tmp_path / "state.db-wal"
+    try:
+        job = make_job(store)
+        store.settle_wal()
+        assert wal.stat().st_size > 0  # under the bound: left as it is
+        monkeypatch.setattr(store_module, "WAL_SETTLE_AT", 0)
+        store.settle_wal()
+        assert wal.stat().st_size == 0
+        assert store.get_job(job).name == "exp"  # checkpointed into the database, nothing lost
+        make_job(store, "after")
+        assert {row.name for row in Store(path).list_jobs()} == {"exp", "after"}
+    finally:
+        store.close()

@@ -1,7 +1,6 @@
 """The remote transports' tar stream (``runjob_core.transport.tree.command``): files with the
 same bytes go once, the others as hard links (a sweep's 1,000 folders each get the same
-job-side library); unpacked here by the same shell line the cluster runs (bash, base64, GNU
-tar)."""
+job-side library); unpacked here by the same shell line the cluster runs (bash, GNU tar)."""
 
 import os
 import subprocess
@@ -12,16 +11,16 @@ LIBRARY = "x = 1\n" * 20_000  # 120 KB
 
 
 def unpack(root, files):
-    command, encoded = _tree_command(str(root), files, ())
-    subprocess.run(["bash", "-c", command], input=encoded, text=True, check=True)
-    return len(encoded)
+    command, stream = _tree_command(str(root), files, ())
+    subprocess.run(["bash", "-c", command], input=stream, check=True)
+    return len(stream)
 
 
 def test_identical_files_go_once_and_unpack_as_links_that_a_later_write_breaks(tmp_path):
     files = {f"el{i}/lib/job.py": (LIBRARY, 0o644) for i in range(50)}
     files.update({f"el{i}/run.sh": (f"#!/bin/bash\necho {i}\n", 0o755) for i in range(50)})
     sent = unpack(tmp_path, files)
-    assert sent < 3 * len(LIBRARY)  # the library once (base64, and 100 headers), not 50 times (8 MB)
+    assert sent < 3 * len(LIBRARY)  # the library once (and 100 headers), not 50 times (8 MB)
     first = os.stat(tmp_path / "el0" / "lib" / "job.py")
     assert first.st_nlink == 50 and all((tmp_path / f"el{i}" / "lib" / "job.py").read_text() == LIBRARY for i in range(50))
     assert (tmp_path / "el7" / "run.sh").read_text() == "#!/bin/bash\necho 7\n"
@@ -76,3 +75,26 @@ def test_a_path_ustar_cannot_hold_goes_through_tarfile(tmp_path):
     assert tree._ustar(linked_far, 0) is None
     unpack(tmp_path, {unsplittable: ("z\n", 0o644), "ok.txt": ("fine\n", 0o644)})
     assert (tmp_path / unsplittable).read_text() == "z\n" and (tmp_path / "ok.txt").read_text() == "fine\n"
+
+
+def test_the_job_folder_is_made_as_mkdir_p_would_make_it_through_a_linked_scratch_folder(tmp_path):
+    """The members are named from "/" (issue 29: no mkdir process on the host for the job's
+    folder): its missing parents get the umask's mode, a scratch folder that is a link to
+    another disk stays a link, and a folder of also_make that is there keeps its own mode."""
+    real, linked = tmp_path / "disk", tmp_path / "scratch"
+    real.mkdir()
+    linked.symlink_to(real)
+    logs = linked / "logs"
+    logs.mkdir(mode=0o700)
+    os.chmod(logs, 0o700)
+    fresh = linked / "more-logs"
+    root = linked / "jobs" / "name" / "rj-1"
+    command, stream = _tree_command(str(root), {"run.sh": ("#!/bin/bash\n", 0o755), "lib/job.py": (LIBRARY, 0o644),
+                                                "lib/copy.py": (LIBRARY, 0o644)}, (str(logs), str(fresh)))
+    assert command.startswith("{ [ -d ") and command.endswith("gzip -d | tar -x -m -C / -f -")
+    subprocess.run(["bash", "-c", f"umask 027; {command}"], input=stream, check=True)
+    assert linked.is_symlink() and (real / "jobs" / "name" / "rj-1" / "run.sh").read_text() == "#!/bin/bash\n"
+    assert os.stat(real / "jobs" / "name" / "rj-1" / "lib" / "copy.py").st_nlink == 2  # linked within the folder
+    for folder in (real / "jobs", real / "jobs" / "name", root, fresh):
+        assert os.stat(folder).st_mode & 0o777 == 0o750, folder  # 0777 less the umask, as mkdir -p
+    assert os.stat(logs).st_mode & 0o777 == 0o700  # there already: left as it was

@@ -213,3 +213,81 @@ def test_the_prepared_plugin_manager_is_taken_once_and_only_in_the_environment_i
     broken, _infos = plugins.get_plugin_manager()
     broken.problems = {"x": plugins.PluginInfo("x", None, None, error="failed to load")}
     assert plugins.Prepared(broken).take() is None  # the child loads it again and says why it failed
+
+
+def test_a_warm_child_renders_with_the_templates_the_warm_process_compiled(tmp_path):
+    """Making the Jinja2 environment and loading the compiled templates cost each submit ~2 ms
+    (issue 29): the warm process does both once. A folder with its own .runjob/templates, or
+    an edited template, still gets what it would get without the warm process."""
+    (tmp_path / "job.yaml").write_text("name: probe\ncommand: 'echo from the job'\n")
+    user = tmp_path / "user"
+    (user / ".runjob" / "templates").mkdir(parents=True)
+    (user / "job.yaml").write_text("name: probe\ncommand: 'echo from the job'\n")
+    (user / ".runjob" / "templates" / "local.sh.j2").write_text("# the user's own template\n{{ job.command }}\n")
+    probe = textwrap.dedent("""
+        import os, sys
+        from runjob_core import templating
+        from runjob_core.warm import server
+        prepared = server.preload()
+        made = []
+        real = templating.make_environment
+        templating.make_environment = lambda **kwargs: made.append(1) or real(**kwargs)
+        for folder in (".", "user"):
+            sys.argv = ["runjob", "render", "job.yaml"]
+            pid = os.fork()
+            if pid == 0:
+                os.chdir(folder)
+                os.environ["RUNJOB_HOME"] = os.path.abspath(".runjob")
+                code = server._run_command(prepared)
+                print(f"environments made in {folder}: {len(made)}", flush=True)
+                os._exit(code)
+            assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "environments made in .: 0" in done.stdout  # the warm process's, templates compiled
+    assert "environments made in user: 1" in done.stdout  # the user's templates come first: its own
+    assert "# the user's own template" in done.stdout
+    assert done.stdout.count("echo from the job") == 2
+
+
+def test_prepared_templates_go_only_with_the_plugin_manager_they_were_made_for(monkeypatch):
+    from runjob_core import plugins
+
+    monkeypatch.delenv("RUNJOB_DISABLE_PLUGINS", raising=False)
+    pm, _infos = plugins.get_plugin_manager()
+    made = {"key": "environment"}
+    assert plugins.Prepared(pm, templates=dict(made)).take_templates() == {}  # the manager was not taken
+    prepared = plugins.Prepared(pm, templates=dict(made))
+    assert prepared.take() is pm and prepared.take_templates() == made
+    assert prepared.take_templates() == {}  # once
+    other = plugins.Prepared(pm, templates=dict(made))
+    monkeypatch.setenv("XDG_CACHE_HOME", "/elsewhere")  # compiled templates are kept somewhere else
+    assert other.take() is pm and other.take_templates() == {}
+
+
+def test_a_warm_child_settles_the_wal_it_grew_after_its_answer(tmp_path):
+    """The child never closes the store (it ends with os._exit), so SQLite's WAL kept growing to
+    its 4 MB ceiling and every command read it all back when it opened the state (issue 29)."""
+    (tmp_path / "job.yaml").write_text("name: probe\ncommand: 'true'\n")
+    probe = textwrap.dedent("""
+        import os, sys
+        from runjob_core import store
+        from runjob_core.warm import server
+        prepared = server.preload()
+        store.WAL_SETTLE_AT = 0  # any WAL at all is past the bound here
+        sys.argv = ["runjob", "submit", "job.yaml", "--yes"]
+        pid = os.fork()
+        if pid == 0:
+            code = server._run_command(prepared)
+            print("WAL after the command:", os.path.getsize(".runjob/state.db-wal"), flush=True)
+            server._after_answer(prepared)
+            print("WAL after the answer:", os.path.getsize(".runjob/state.db-wal"), flush=True)
+            os._exit(code)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "RUNJOB_HOME": str(tmp_path / ".runjob")})
+    assert done.returncode == 0, done.stderr
+    grown = int(re.search(r"WAL after the command: (\d+)", done.stdout).group(1))
+    assert grown > 0 and "WAL after the answer: 0" in done.stdout, done.stdout

@@ -57,16 +57,26 @@ def open_context(as_json: bool = False, *, quiet_kinds: tuple[str, ...] = (), cl
     from runjob_core import lifecycle
 
     printer = event_printer(as_json, quiet_kinds=quiet_kinds, events_on_stdout=events_on_stdout)
-    return lifecycle.open_context(clusters_path=clusters, on_event=printer, pm=prepared_plugins())
+    prepared = _prepared()
+    pm = prepared.take() if prepared is not None else None
+    context = lifecycle.open_context(clusters_path=clusters, on_event=printer, pm=pm)
+    if prepared is not None:
+        context.core_memory.templates.update(prepared.take_templates())  # rendered templates made ahead too
+        prepared.after_answer.append(context.store.settle_wal)  # the warm child never closes the store
+    return context
 
 
 def prepared_plugins():
     """The plugin manager the warm process built before forking this command's child
     (:class:`runjob_core.plugins.Prepared`, passed as the root click context's ``obj``),
     or None: the command builds its own."""
-    ctx = click.get_current_context(silent=True)
-    prepared = ctx.find_root().obj if ctx is not None else None
+    prepared = _prepared()
     return prepared.take() if prepared is not None else None
+
+
+def _prepared():
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().obj if ctx is not None else None
 
 
 def find_job(store, ref: str):

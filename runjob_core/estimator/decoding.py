@@ -21,6 +21,7 @@ from runjob_core.estimator.timing import (
     EAGER_STEP_S,
     Rate,
     attention_flops_forward,
+    bus_bandwidth,
     matmul_params,
 )
 
@@ -76,9 +77,23 @@ GRAPH_KERNELS_MOE_EXTRA = 4
 #: SGLang batch-1 H20 runs and the 12 vLLM batch-1 A100 runs together leave 2-6 us per kernel above
 #: the weight reads; none of the held-out cases), the same on every card: it is latency, not bandwidth.
 GRAPH_KERNEL_S = 4e-6
-#: A tensor-parallel all-reduce per attention and per MLP block in decode: a small message, latency
-#: bound (custom all-reduce or NCCL LL), on the GPU's critical path (no scheduler overlap hides it).
+#: A tensor-parallel all-reduce per attention and per MLP block in decode, on the GPU's critical path
+#: (no scheduler overlap hides it): this latency (custom all-reduce or NCCL LL) plus its bytes
+#: (:func:`tp_allreduce_s`).
 TP_ALLREDUCE_S = 10e-6
+
+
+def tp_allreduce_s(arch, peaks: GPUPeaks, tp: int, sequences: float, act_bytes: float = 2.0) -> float:
+    """Seconds of one decode all-reduce of *sequences* hidden vectors across *tp* GPUs.
+
+    The latency above, plus the bytes: vLLM's custom all-reduce (csrc/custom_all_reduce.cuh) moves
+    a message past its one-shot size two-shot, a reduce-scatter then an all-gather, and NCCL's ring
+    moves the same, 2(n-1)/n of the message per GPU (nccl-tests' PERFORMANCE.md: the all-reduce bus
+    bandwidth) at the bus bandwidth training's tensor parallelism uses. At batch 1 the message is a
+    few KiB and the latency is all; at 256 sequences of a 70B model (4 MiB) the bytes cost ~17 us
+    more on NVLink 4 (round 7, ``tests/estimator/data/time_misses.md``)."""
+    message = sequences * arch.hidden * act_bytes
+    return TP_ALLREDUCE_S + 2.0 * (tp - 1) / tp * message / bus_bandwidth(peaks)[0]
 
 
 def decode_bandwidth(peaks: GPUPeaks) -> tuple[float, str]:
@@ -158,7 +173,7 @@ def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float,
     if engine in ("vllm", "sglang"):
         memory_s += graph_kernels(arch) * GRAPH_KERNEL_S
     if tp > 1:  # two all-reduces per layer, on the GPU between the weight reads
-        memory_s += 2 * arch.layers * TP_ALLREDUCE_S
+        memory_s += 2 * arch.layers * tp_allreduce_s(arch, peaks, tp, concurrency)
     compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)
     if ENGINE_SERIAL.get(engine):
         return max(memory_s, compute_s) + overhead, memory_s, compute_s, overhead

@@ -138,7 +138,9 @@ def _peak_flops(peaks: GPUPeaks, precision: str) -> tuple[float, str]:
     return peaks.bf16_tflops * 1e12, f"BF16 {peaks.bf16_tflops:g}"
 
 
-def _bus_bandwidth(peaks: GPUPeaks, nodes: int) -> tuple[float, str]:
+def bus_bandwidth(peaks: GPUPeaks, nodes: int = 1) -> tuple[float, str]:
+    """Bytes per second an all-reduce moves per GPU (NCCL's bus bandwidth): one way of the link at
+    LINK_EFFICIENCY, the network's share per GPU across nodes; and its description."""
     one_way = peaks.link_gb_s / 2 if peaks.link.startswith("NVLink") else peaks.link_gb_s
     if nodes > 1:
         one_way = min(one_way, NETWORK_GB_S_PER_GPU)
@@ -167,7 +169,7 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
     bound = "overhead" if cpu_seconds > gpu_seconds else "compute"
     step = micro_seconds * grad_accum
     dp = max(1, est.num_gpus // tp)
-    bw, bw_text = _bus_bandwidth(peaks, nodes)
+    bw, bw_text = bus_bandwidth(peaks, nodes)
     comm = 0.0
     if dp > 1:
         grad_bytes = 4.0 if (framework in ("hf", "trl", "axolotl") and master_weights and kind == "full_ft") else 2.0

@@ -57,7 +57,7 @@ def _folder() -> Path:
 
 
 #: The operations' version: a client never asks an agent started by older code for one it lacks.
-PROTOCOL = 3  # 2: run_with_tree; 3: no tree operations (the client sends a tree's tar stream with run)
+PROTOCOL = 4  # 2: run_with_tree; 3: no tree operations (the client sends a tree's tar stream with run); 4: bytes input
 
 
 def _key(cluster_json: str) -> str:
@@ -176,12 +176,15 @@ class AgentTransport(Transport):
             raise _ERRORS.get(kind, RunjobError)(message)
         return reply["result"]
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None,
+    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None,
             idempotent: bool = True) -> Completed:
         import shlex
 
         self.commands.append(shlex.join(str(a) for a in argv))
-        rc, out, err = self._call("run", argv=[str(a) for a in argv], input=input, timeout=timeout, idempotent=idempotent)
+        # Bytes (a tree's tar stream) cross the JSON as base64; the agent sends them on as bytes.
+        text, data = (None, base64.b64encode(input).decode()) if isinstance(input, bytes) else (input, None)
+        rc, out, err = self._call("run", argv=[str(a) for a in argv], input=text, input_base64=data, timeout=timeout,
+                                  idempotent=idempotent)
         return Completed(tuple(argv), rc, out, err)
 
     def home(self) -> str:
@@ -257,7 +260,9 @@ def _exited(pid: int | None) -> bool:
 
 def _handle(transport, op: str, args: dict[str, Any]) -> Any:
     if op == "run":
-        result = transport.run(args["argv"], input=args["input"], timeout=args["timeout"], idempotent=args["idempotent"])
+        data = args.get("input_base64")
+        stdin = base64.b64decode(data) if data is not None else args["input"]
+        result = transport.run(args["argv"], input=stdin, timeout=args["timeout"], idempotent=args["idempotent"])
         return [result.returncode, result.stdout, result.stderr]
     if op == "read_from":
         return base64.b64encode(transport.read_from(args["path"], args["offset"], args["limit"])).decode()

@@ -187,14 +187,15 @@ class SSHTransport(Transport):
 
     # ------------------------------------------------------------------ commands
 
-    def run(self, argv: Sequence[str], *, input: str | None = None, timeout: float | None = None,
+    def run(self, argv: Sequence[str], *, input: str | bytes | None = None, timeout: float | None = None,
             idempotent: bool = True) -> Completed:
         command = shlex.join(str(a) for a in argv)
         return self.run_shell(command, input=input, timeout=timeout, idempotent=idempotent, argv=tuple(argv))
 
-    def run_shell(self, command: str, *, input: str | None = None, timeout: float | None = None,
+    def run_shell(self, command: str, *, input: str | bytes | None = None, timeout: float | None = None,
                   idempotent: bool = True, argv: tuple[str, ...] | None = None) -> Completed:
-        """Run a shell command line; callers build it from quoted parts only."""
+        """Run a shell command line; callers build it from quoted parts only. *input* as bytes
+        goes as it is (a tar stream: :mod:`runjob_core.transport.tree`)."""
         def operation() -> Completed:
             channel = self._connect().get_transport().open_session(timeout=CONNECT_TIMEOUT)
             self.commands.append(command)
@@ -320,10 +321,10 @@ class SSHTransport(Transport):
         return int(fields[3]), int(fields[1])
 
 
-def _exec(channel: Any, command: str, input: str | None, timeout: float | None, argv: tuple[str, ...]) -> Completed:
+def _exec(channel: Any, command: str, input: str | bytes | None, timeout: float | None, argv: tuple[str, ...]) -> Completed:
     channel.exec_command(command)
     if input is not None:
-        channel.sendall(input.encode())
+        channel.sendall(input if isinstance(input, bytes) else input.encode())
     channel.shutdown_write()
     out, err = bytearray(), bytearray()
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -1,7 +1,8 @@
-"""A folder of files written on a remote host in one shell command: a tar stream, gzipped and
-base64-encoded, on the command's stdin (:meth:`Transport.put_tree`), optionally followed by
-one more command in the same round trip (:meth:`run_with_tree`: a submit's files, then
-``sbatch``).
+"""A folder of files written on a remote host in one shell command: a gzipped tar stream on the
+command's stdin (:meth:`Transport.put_tree`), optionally followed by one more command in the
+same round trip (:meth:`run_with_tree`: a submit's files, then ``sbatch``). The stream goes as
+bytes (base64 only inside the agent's JSON): no ``base64 -d`` process on the host, one
+process fewer on every submit.
 
 Built where the files are (the ``runjob`` process), so that what crosses to runjob's SSH agent
 and to the cluster is the compact stream: a 1,000-element sweep's folders are ~8 MB of tar
@@ -12,7 +13,6 @@ clients never import it.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import hashlib
 import shlex
@@ -28,20 +28,34 @@ LINK_AT_LEAST = 1024
 #: The last line of a combined command's stderr when its files were not written.
 _FILES_NOT_WRITTEN = "runjob:job-files-not-written"
 
-#: ``run_shell(command, *, input, timeout, idempotent)`` of a transport.
+#: ``run_shell(command, *, input, timeout, idempotent)`` of a transport whose *input* may be bytes.
 RunShell = Callable[..., Completed]
 
 
-def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, str]:
-    """The shell command that creates *root* and *also_make* and unpacks a tar stream of
-    *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin)."""
+def command(root: str, files: dict[str, tuple[str, int]], also_make: Sequence[str]) -> tuple[str, bytes]:
+    """The shell command that creates *root* and *also_make* and unpacks a gzipped tar stream
+    of *files* (relative path -> (text, mode)) into *root*, and that stream (its stdin): on the
+    host, ``gzip`` and ``tar`` and nothing else when the folders of *also_make* are there."""
     now = int(time.time())
+    if root.startswith("/") and files:
+        # Members named from "/": tar makes the job's folder and any missing parent as it unpacks
+        # (as mkdir -p would: umask, existing folders and links to folders left as they are), and
+        # mkdir runs only when a folder of also_make is missing (a shell test, not a process).
+        base = root.strip("/")
+        files = {f"{base}/{rel}" if base else rel: item for rel, item in files.items()}
+        folders, into = list(also_make), "/"
+    else:
+        folders, into = [root, *also_make], root
     archive = _ustar(files, now)
     if archive is None:  # a path ustar cannot hold (no split into 155 + 100 bytes; a link target over 100)
         archive = _tarfile(files, now)
-    folders = " ".join(shlex.quote(f) for f in (root, *also_make))
-    line = f"mkdir -p {folders} && base64 -d | tar -x -z -m -C {shlex.quote(root)} -f -"
-    return line, base64.b64encode(gzip.compress(archive, compresslevel=1, mtime=0)).decode()
+    # gzip in a pipe of its own: GNU tar's -z forks twice more (a child that feeds gzip), ~1.5 ms here.
+    unpack = f"gzip -d | tar -x -m -C {shlex.quote(into)} -f -"
+    if folders:
+        quoted = [shlex.quote(f) for f in folders]
+        there = " && ".join(f"[ -d {f} ]" for f in quoted)
+        unpack = f"{{ {there} || mkdir -p {' '.join(quoted)}; }} && {unpack}"
+    return unpack, gzip.compress(archive, compresslevel=1, mtime=0)
 
 
 def _members(files: dict[str, tuple[str, int]]):
