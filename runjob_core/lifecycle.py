@@ -140,8 +140,8 @@ def prepared_templates(pm) -> dict[Any, Any]:
     for name in env.list_templates(extensions=["j2"]):
         try:
             env.get_template(name)
-        except jinja2.TemplateError:
-            continue  # a broken template: the command that renders it says what is wrong
+        except (jinja2.TemplateError, UnicodeDecodeError, OSError):
+            continue  # a broken or unreadable template: the command that renders it says what is wrong
     return {(None, tuple(id(p) for p in plugin_objects)): env}
 
 

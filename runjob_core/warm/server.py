@@ -343,12 +343,14 @@ def _child(conn: socket.socket, request: dict, fds: list[int], prepared) -> NoRe
 def _after_answer(prepared) -> None:
     """What the command left for after its answer (the stores' WAL settled): the caller has
     its exit code, so nothing here is waited for, and nothing here is the command's outcome."""
+    import sqlite3
+
     from runjob_core.store.faults import StoreError
 
     for settle in getattr(prepared, "after_answer", ()):
         try:
             settle()
-        except StoreError:
+        except (StoreError, sqlite3.Error):
             continue  # a busy or read-only state: the next command reads the WAL back, as before
 
 
