@@ -1,8 +1,9 @@
 """Sweeps (issue 26) against the raw tools, on the test cluster (scripts/test-cluster.sh up).
 
-1. Submitting an N-element sweep (runjob's own work: N jobs recorded, rendered and staged, then
-   one ``sbatch --array``) vs one raw ``sbatch --array=0-(N-1)%1`` of a script over the same open
-   SSH connection (target in the issue: at most 1.5x; the staging of N job folders is most of it).
+1. Submitting an N-element sweep (runjob's own work: N jobs recorded and rendered, their files
+   packed into one bundle each task unpacks when it starts, then one ``sbatch --array``) vs one
+   raw ``sbatch --array=0-(N-1)%1`` of a script over the same open SSH connection (target in the
+   issue: at most 1.5x).
 2. One poll of the array's N tasks (the backend's ``runjob_poll``: one ``squeue -r``, sacct only for
    tasks that left the queue) and one whole monitor cycle, vs one raw ``squeue -h -r -u USER`` over
    the same connection (target: at most 1.2x).
@@ -79,10 +80,10 @@ def submit_section(args, context, cluster, user: str, arrays: list[str]) -> list
     samples = time_interleaved([raw, ours], args.reps)
     show(f"1. submit a {args.elements}-element sweep (one array)", [
         (f"raw: sbatch --array=0-{args.elements - 1}%1 (same connection)", samples[0]),
-        ("runjob: record + render + stage N jobs + one sbatch --array", samples[1]),
+        ("runjob: record + render N jobs, one bundle + one sbatch --array", samples[1]),
     ], target="<= 1.5x")
     per_element = median_ms(samples[1]) / args.elements
-    print(f"   runjob per element: {per_element:.2f} ms (recording, rendering; every folder in one put_tree)")
+    print(f"   runjob per element: {per_element:.2f} ms (recording, rendering; the folders made by the tasks from one bundle)")
     return rows
 
 
