@@ -15,7 +15,7 @@
 
 Arrays run ``true`` with ``%1`` and are cancelled at the end (only this run's, by id).
 
-Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3]
+Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3] [--baseline CHECKOUT]
 """
 
 from __future__ import annotations
@@ -106,29 +106,40 @@ def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str
     def ssh(argv: list[str]) -> None:
         arrays.append(subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip().split(";")[0])
 
-    def ours() -> None:
+    def ours(env=environ, state=None) -> None:
         name = f"wsw{len(made)}x{os.getpid()}"
-        made.append(name)
+        made.append((name, state))
         (work / f"{name}.yaml").write_text(yaml.safe_dump(sweep_spec(name, args.elements)))
-        subprocess.run([runjob, "submit", f"{name}.yaml", "--yes"], cwd=work, env=environ, check=True, capture_output=True)
+        subprocess.run([runjob, "submit", f"{name}.yaml", "--yes"], cwd=work, env=env, check=True, capture_output=True)
 
     ssh(control)  # opens the shared connection
     ours()  # starts runjob's agent and warm process, as the first command of a session does
-    samples = time_interleaved([lambda: ssh(raw), lambda: ssh(control), ours], args.reps)
-    show(f"1b. submit a {args.elements}-element sweep, whole processes", [
-        (f"raw: ssh host sbatch --array=0-{args.elements - 1}%1 (new connection)", samples[0]),
-        ("raw: the same over OpenSSH's ControlMaster", samples[1]),
-        ("runjob submit SWEEP.yaml --yes", samples[2]),
-    ], target="<= 1.5x the first row")
+    runs = [lambda: ssh(raw), lambda: ssh(control), ours]
+    labels = [f"raw: ssh host sbatch --array=0-{args.elements - 1}%1 (new connection)",
+              "raw: the same over OpenSSH's ControlMaster", "runjob submit SWEEP.yaml --yes"]
+    if args.baseline:  # another checkout's runjob (say main before a change), its own state
+        from _timing import checkout_pythonpath
+
+        state = work / "before" / ".runjob"
+        state.mkdir(parents=True)
+        (state / "clusters.yaml").write_text((work / ".runjob" / "clusters.yaml").read_text())
+        before = {**environ, "PYTHONPATH": checkout_pythonpath(args.baseline), "RUNJOB_HOME": str(state)}
+        ours(before, state)  # its warm process is up
+        runs.append(lambda: ours(before, state))
+        labels.append(f"before ({args.baseline}): runjob submit SWEEP.yaml --yes")
+    samples = time_interleaved(runs, args.reps)
+    show(f"1b. submit a {args.elements}-element sweep, whole processes", list(zip(labels, samples)),
+         target="<= 1.5x the first row")
     subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
     from runjob_core.store import Store
     from runjob_core.sweep import _run
 
-    store = Store(work / ".runjob" / "state.db")  # the CLI's arrays, cancelled with the others
-    for name in made:
-        arrays.extend({store.latest_attempt(job.id).backend_job_id.split("_")[0]
-                       for job in _run.element_jobs(store, store.find_sweep(name).id).values()})
-    store.close()
+    for state in {state for _name, state in made}:  # the CLI's arrays, cancelled with the others
+        store = Store((state or work / ".runjob") / "state.db")
+        for name in (name for name, its in made if its == state):
+            arrays.extend({store.latest_attempt(job.id).backend_job_id.split("_")[0]
+                           for job in _run.element_jobs(store, store.find_sweep(name).id).values()})
+        store.close()
 
 
 def poll_section(args, context, cluster, user: str, name: str) -> None:
@@ -212,6 +223,8 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--only", default="submit,process,poll,report")
+    parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): section 1b "
+                        "times its runjob submit too, alternating")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if "report" in only:
