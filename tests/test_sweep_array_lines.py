@@ -1,5 +1,5 @@
 """A sweep's array submit on the terminal: the first elements' lines and one for the rest,
-every event still recorded; a JSON event stream keeps every event."""
+every event still recorded; a JSON event stream keeps every event. And the ids its elements get."""
 
 from types import SimpleNamespace
 
@@ -38,3 +38,32 @@ def test_people_see_the_first_elements_and_one_line_for_the_rest(capsys):
 def test_a_json_stream_and_a_small_array_keep_every_line():
     assert len(_through(event_printer(True), 1000)[0]) == 2001
     assert len(_through(event_printer(False), SHOWN_ELEMENTS)[0]) == 2 * SHOWN_ELEMENTS + 1
+
+
+def test_an_element_whose_new_id_another_process_recorded_gets_another(runjob_home, monkeypatch):
+    # Two processes recording big sweeps in the same second can make the same 31-bit id: the
+    # second must not die on UNIQUE constraint failed (nor take over the other's job).
+    import contextlib
+
+    from runjob_core import lifecycle
+    from runjob_core.store import new_job_id
+    from runjob_core.sweep import _array, _run, sweep_from_mapping
+
+    context = lifecycle.open_context()
+    try:
+        theirs = context.store.create_job(name="other", cluster="local", backend="local", spec_json="{}",
+                                          spec_hash="h", spec_path=None)
+        made = iter([theirs, new_job_id(), theirs, new_job_id(), new_job_id()])
+        monkeypatch.setattr(_array, "new_job_id", lambda: next(made))
+        sweep = sweep_from_mapping({"name": "ids", "command": "true", "sweep": {"params": {"i": [0, 1, 2]}}},
+                                   source="ids.yaml", base_dir=str(runjob_home))
+        row = _run.record(context, sweep)
+        cluster = lifecycle.cluster_for(context, sweep.jobs[0])
+        with contextlib.ExitStack() as held:
+            ids = _array._record_fresh(context, sweep, row, [0, 1, 2], cluster, None, held)
+        assert theirs not in ids.values() and len(set(ids.values())) == 3
+        assert context.store.get_job(theirs).name == "other"  # untouched
+        assert [context.store.get_job(ids[i]).sweep_index for i in range(3)] == [0, 1, 2]
+        assert all(context.store.latest_attempt(ids[i]).state == "SUBMITTING" for i in range(3))
+    finally:
+        context.close()

@@ -144,12 +144,29 @@ def _record_fresh(context: RunContext, sweep, row: SweepRow, indices: list[int],
         submit_keys = [f"submit:{job_id}" for job_id in ids.values()]
         store.try_leases(submit_keys)  # new ids: no other process knows them
         held.callback(store.release_leases, submit_keys)
+        _fresh_ids(store, ids, held)
         with store.transaction():
             for index, job_id in ids.items():
                 _create(context, sweep, row, index, cluster, spec_path, job_id)
         return ids
     finally:
         store.release_leases([keys[index] for index in taken if keys[index] not in held_before])
+
+
+def _fresh_ids(store, ids: dict[int, str], held: contextlib.ExitStack) -> None:
+    """Give a new id to each element of *ids* whose id a job of the store already has: another
+    process made the same one (31 random bits a second: two 1,000-element sweeps recorded in
+    the same second share one about once in 2,000). Checked just before the transaction that
+    records them (a lease is its own transaction): another process making one of these ids
+    in between is left to the UNIQUE constraint."""
+    taken = store.existing_job_ids(list(ids.values()))
+    while taken:
+        renamed = {index: new_job_id() for index, job_id in ids.items() if job_id in taken}
+        keys = [f"submit:{job_id}" for job_id in renamed.values()]
+        store.try_leases(keys)  # new ids again: held from before their attempts exist, as the others'
+        held.callback(store.release_leases, keys)
+        ids.update(renamed)
+        taken = store.existing_job_ids(list(renamed.values()))
 
 
 def _record_one(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec_path,
