@@ -24,7 +24,8 @@ from runjob_core.collecting import results_folder
 from runjob_core.context import RunContext, offline_context  # noqa: F401 - offline_context is re-exported
 from runjob_core.errors import BackendError, ConfigError, RefusedError, RunjobError, TransportError
 from runjob_core.models import (
-    ACTIVE_STATES, ARTIFACT_PROBLEM, ARTIFACT_RESULTS, Artifact, Attempt, ClusterConfig, Estimate, JobSpec, JobStatus, Machine, Rendered, Submission,
+    ACTIVE_STATES, ARTIFACT_PROBLEM, ARTIFACT_RESULTS, SUBMITTING, Artifact, Attempt, ClusterConfig, Estimate, JobSpec,
+    JobStatus, Machine, Rendered, Submission,
 )
 from runjob_core.store import AttemptRow, JobRow, Store, attempt_tag, new_job_id, state_dir
 
@@ -364,6 +365,17 @@ def _submit_attempt_claimed(context, row: JobRow, job: JobSpec, cluster: Cluster
                             accept_code_changes: bool = False) -> Submission:
     store = context.store
     if attempt_row is not None:
+        # Read again now that this process holds submit:<id>: the row was read before, and the
+        # process that held the claim meanwhile may have submitted this very attempt (asking the
+        # backend by its tag cannot always tell: a local job of another host).
+        current = store.attempt(row.id, attempt_row.n)
+        if current.submission_json:
+            context.event(row.id, "reattached", f"attempt {current.n} was submitted by another runjob process meanwhile "
+                          f"({current.backend_job_id}); following it", attempt=current.n)
+            return current.submission
+        if current.state != SUBMITTING:
+            raise RunjobError(f"attempt {current.n} of job {row.id} was settled by another runjob process meanwhile "
+                              f"({current.state}); see runjob status {row.id}")
         found = _reattach(context, row, job, cluster, attempt_row)
         if isinstance(found, Submission):
             return found
