@@ -15,7 +15,7 @@
 
 Arrays run ``true`` with ``%1`` and are cancelled at the end (only this run's, by id).
 
-Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3] [--baseline CHECKOUT]
+Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3] [--baseline CHECKOUT] [--cancel-each]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def submit_section(args, context, cluster, user: str, arrays: list[str]) -> list
     return rows
 
 
-def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str]) -> None:
+def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str], cancel) -> None:
     import subprocess
 
     import yaml
@@ -127,8 +127,17 @@ def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str
         ours(before, state)  # its warm process is up
         runs.append(lambda: ours(before, state))
         labels.append(f"before ({args.baseline}): runjob submit SWEEP.yaml --yes")
-    samples = time_interleaved(runs, args.reps)
-    show(f"1b. submit a {args.elements}-element sweep, whole processes", list(zip(labels, samples)),
+    if args.cancel_each:  # every array cancelled right after its submit (untimed): the cluster's load stays the same
+        samples = [[] for _ in runs]
+        for _ in range(args.reps):
+            for fn, into in zip(runs, samples):
+                seen_arrays, seen_sweeps = len(arrays), len(made)
+                into.extend(time_call(fn, 1))
+                cancel(arrays[seen_arrays:], [name for name, _state in made[seen_sweeps:]])
+    else:
+        samples = time_interleaved(runs, args.reps)
+    show(f"1b. submit a {args.elements}-element sweep, whole processes"
+         + (" (each array cancelled after its submit)" if args.cancel_each else ""), list(zip(labels, samples)),
          target="<= 1.5x the first row")
     subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
     from runjob_core.store import Store
@@ -223,6 +232,8 @@ def main() -> None:
     parser.add_argument("--elements", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--only", default="submit,process,poll,report")
+    parser.add_argument("--cancel-each", action="store_true", help="section 1b cancels each array right after its "
+                        "submit (untimed), so that earlier arrays' tasks do not load the cluster")
     parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): section 1b "
                         "times its runjob submit too, alternating")
     args = parser.parse_args()
@@ -245,7 +256,13 @@ def main() -> None:
         names = submit_section(args, context, cluster, user, arrays) if only & {"submit", "poll"} else []
         if "process" in only:
             put_raw_script(context, cluster)
-            whole_process_section(args, env, work, cluster, arrays)
+
+            def cancel(ids: list[str], names: list[str]) -> None:
+                transport = context.transport(cluster)
+                for argv in ([["scancel", *ids]] if ids else []) + [["scancel", "--name", name] for name in names]:
+                    transport.run(argv)
+
+            whole_process_section(args, env, work, cluster, arrays, cancel)
         if "poll" in only:
             poll_section(args, context, cluster, user, names[-1])
     finally:
