@@ -414,10 +414,3 @@ def test_a_grown_wal_is_emptied_when_settled_and_a_small_one_is_left_alone(tmp_p
     finally:
         store.close()
 
-
-def test_existing_job_ids_names_the_ids_a_job_already_has(state):
-    store = state.open()
-    made = store.create_job(name="a", cluster="c", backend="local", spec_json="{}", spec_hash="h1", spec_path=None)
-    fresh = store_module.new_job_id()
-    assert store.existing_job_ids([made, fresh, made]) == {made}
-    assert store.existing_job_ids([fresh]) == set() and store.existing_job_ids([]) == set()

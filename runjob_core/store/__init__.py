@@ -683,13 +683,6 @@ class Store:
         )
         return job_id
 
-    def existing_job_ids(self, job_ids: list[str]) -> set[str]:
-        """Which of *job_ids* a job of this store already has."""
-        if not job_ids:
-            return set()
-        among, params = self._db.among(list(dict.fromkeys(job_ids)))
-        return {row[0] for row in self._db.execute(f"SELECT id FROM jobs WHERE id {among}", params).fetchall()}
-
     def get_job(self, job_id: str) -> JobRow:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:

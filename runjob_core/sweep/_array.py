@@ -159,14 +159,14 @@ def _fresh_ids(store, ids: dict[int, str], held: contextlib.ExitStack) -> None:
     the same second share one about once in 2,000). Checked just before the transaction that
     records them (a lease is its own transaction): another process making one of these ids
     in between is left to the UNIQUE constraint."""
-    taken = store.existing_job_ids(list(ids.values()))
+    taken = set(store.job_heads(list(ids.values())))  # the ids a job already has
     while taken:
         renamed = {index: new_job_id() for index, job_id in ids.items() if job_id in taken}
         keys = [f"submit:{job_id}" for job_id in renamed.values()]
         store.try_leases(keys)  # new ids again: held from before their attempts exist, as the others'
         held.callback(store.release_leases, keys)
         ids.update(renamed)
-        taken = store.existing_job_ids(list(renamed.values()))
+        taken = set(store.job_heads(list(renamed.values())))
 
 
 def _record_one(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec_path,

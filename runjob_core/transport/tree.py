@@ -66,7 +66,7 @@ def _members(files: dict[str, tuple[str, int]]):
     write to one folder never reaches the others."""
     first_of: dict[tuple[bytes, int], str] = {}  # (digest, mode) -> the first file with those bytes
     for rel, (text, mode) in sorted(files.items()):
-        data = text if isinstance(text, bytes) else text.encode()
+        data = _bytes(text)
         key = (hashlib.sha1(data).digest(), mode) if len(data) >= LINK_AT_LEAST else None
         if key is not None and key in first_of:
             yield rel, data, mode, first_of[key]
@@ -93,17 +93,23 @@ def _ustar(files: dict[str, tuple[str, int]], mtime: int) -> bytes | None:
     return b"".join(blocks)
 
 
-def members(files: Sequence[tuple[str, bytes, int]], mtime: int) -> bytes | None:
-    """*files* (path, bytes, mode) as ustar members in that order: no links, and no end of
-    archive (the caller cuts the result into ranges, each unpacked on its own, followed by the
-    two empty blocks that end an archive). None when a path does not fit ustar's fields."""
+def members(files: dict[str, tuple[str | bytes, int]], mtime: int) -> bytes | None:
+    """*files* (relative path -> (text or bytes, mode)) as ustar members in that order: no
+    links, and no end of archive (the caller cuts the result into ranges, each unpacked on its
+    own, followed by the two empty blocks that end an archive). None when a path does not fit
+    ustar's fields."""
     blocks = []
-    for rel, data, mode in files:
+    for rel, (text, mode) in files.items():
+        data = _bytes(text)
         header = _ustar_header(rel, len(data), mode, mtime, None)
         if header is None:
             return None
         blocks += (header, data, b"\0" * (-len(data) % 512))
     return b"".join(blocks)
+
+
+def _bytes(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode()
 
 
 _USTAR = struct.Struct("100s8s8s8s12s12s8sc100s6s2s32s32s8s8s155s12s")

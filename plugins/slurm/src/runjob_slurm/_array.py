@@ -104,17 +104,12 @@ def bundle_of(folders: list[dict], common: dict) -> tuple[bytes, int, list[tuple
     from runjob_core.transport import tree
 
     now = int(time.time())
-
-    def block(files: dict) -> bytes | None:
-        return tree.members([(rel, text if isinstance(text, bytes) else text.encode(), mode)
-                             for rel, (text, mode) in files.items()], now)
-
-    library = block(common)
+    library = tree.members(common, now)
     if library is None:
         return None
     parts, ranges, at = [library], [], len(library)
     for files in folders:
-        part = block(files)
+        part = tree.members(files, now)
         if part is None:
             return None
         parts.append(part)
@@ -186,35 +181,41 @@ def find_task(transport, attempt, squeue_rows: dict, sacct_text) -> str | None:
                 return row.job_id
         return _parse.find_array_task(sacct_text(), marker["script"], marker["task"])
     me, scratch = f"{attempt.job_id}.{attempt.n}", attempt.layout.scratch
-    queued: dict[str, list] = {}  # the first tag of each array in the queue -> its rows
+    queued: dict[tuple[str, str], list] = {}  # each queued array's first element (job id, attempt) -> its rows
     for row in squeue_rows.values():
         if (row.comment or "").startswith("runjob-array:"):
-            queued.setdefault(row.comment.removeprefix("runjob-array:"), []).append(row)
-    for first in queued:
+            first = _first_of(row.comment.removeprefix("runjob-array:"))
+            if first is not None:
+                queued.setdefault(first, []).append(row)
+    for first, rows in queued.items():
         task = _task_of(transport, scratch, first, me, attempt.job_id)
         if task is not None:
-            found = [row.job_id for row in queued[first] if row.job_id.endswith(f"_{task}")]
+            found = [row.job_id for row in rows if row.job_id.endswith(f"_{task}")]
             if found:
                 return found[0]
-            script = f"{_array_dir(scratch, *first.split(':')[1:3])}/array.sh"
-            return _parse.find_array_task(sacct_text(), script, task)  # it left the queue
+            return _parse.find_array_task(sacct_text(), f"{_array_dir(scratch, *first)}/array.sh", task)  # it left the queue
     accounted = sacct_text()
     for script in _array_scripts(accounted, scratch):
         first_id, _, n = script.rsplit("/", 2)[1].rpartition(".")
-        task = _task_of(transport, scratch, f"runjob:{first_id}:{n}", me, attempt.job_id)
+        task = _task_of(transport, scratch, (first_id, n), me, attempt.job_id)
         if task is not None:
             return _parse.find_array_task(accounted, script, task)
     return None
 
 
-def _task_of(transport, scratch: str, first_tag: str, me: str, job_id: str) -> int | None:
-    """Element *me*'s task in the array whose first element's tag is *first_tag*, read from
-    its index; None when it is not there. Arrays whose first element was not recorded by the
-    same submit as *job_id* (ids a second apart or more than an hour) are not read."""
-    parts = first_tag.split(":")
-    if len(parts) != 3 or not _parse_safe(parts[1]) or not parts[2].isdigit():
+def _first_of(tag: str) -> tuple[str, str] | None:
+    """(job id, attempt) of a runjob tag ``runjob:<job id>:<attempt>``; None for anything else."""
+    parts = tag.split(":")
+    if len(parts) != 3 or parts[0] != "runjob" or not _parse_safe(parts[1]) or not parts[2].isdigit():
         return None
-    first_id, n = parts[1], parts[2]
+    return parts[1], parts[2]
+
+
+def _task_of(transport, scratch: str, first: tuple[str, str], me: str, job_id: str) -> int | None:
+    """Element *me*'s task in the array whose first element is *first* (job id, attempt), read
+    from its index; None when it is not there. Arrays whose first element was not recorded by
+    the same submit as *job_id* (ids more than an hour apart) are not read."""
+    first_id, n = first
     if abs(_parse.attempt_window_start(first_id, 0) - _parse.attempt_window_start(job_id, 0)) > _SAME_SUBMIT:
         return None
     text = transport.read_text(f"{_array_dir(scratch, first_id, n)}/index") or ""
@@ -241,8 +242,12 @@ def _array_scripts(sacct_output: str, scratch: str) -> list[str]:
 # folder saying so, which a later poll (any process) reads for a task neither knows.
 
 
+def _cancel_marker_name(submission) -> str:
+    return f"slurm-cancelled-{submission.attempt}"
+
+
 def _cancel_marker(submission) -> str:
-    return f"{submission.job_dir}/slurm-cancelled-{submission.attempt}"
+    return f"{submission.job_dir}/{_cancel_marker_name(submission)}"
 
 
 def pending_tasks(transport, user: str, submissions) -> list:
@@ -255,8 +260,7 @@ def pending_tasks(transport, user: str, submissions) -> list:
 
 def mark_cancelled(transport, submissions) -> None:
     for submission in submissions:  # its folder is made when its task starts: maybe never
-        marker = _cancel_marker(submission)
-        transport.put_tree(submission.job_dir, {marker.rsplit("/", 1)[1]: (f"{time.time()}\n", 0o644)})
+        transport.put_tree(submission.job_dir, {_cancel_marker_name(submission): (f"{time.time()}\n", 0o644)})
 
 
 def cancelled_while_pending(transport, submission):
