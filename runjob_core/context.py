@@ -157,6 +157,20 @@ class RunContext:
             self.on_event(row)
         return row
 
+    def events(self, events: list[tuple[str | None, str, str, dict[str, Any]]]) -> list[EventRow]:
+        """:meth:`event` of many (job id, kind, message, keyword arguments of :meth:`event`),
+        written in one statement per 500 and shown in order."""
+        rows = []
+        for job_id, kind, message, fields in events:
+            fields = dict(fields)
+            source, attempt, data = fields.pop("source", "runjob"), fields.pop("attempt", None), fields.pop("data", None)
+            rows.append((job_id, kind, message, source, attempt, {**(data or {}), **fields} or None))
+        made = self.store.add_events(rows)
+        if self.on_event is not None:
+            for row in made:
+                self.on_event(row)
+        return made
+
     def close(self) -> None:
         for transport in self._transports.values():
             transport.close()

@@ -251,8 +251,14 @@ def record_estimates(store: Store, row: JobRow, checks: Preflight) -> None:
     """Keep pre-flight's estimates with the job (once), for the report's estimate-versus-actual."""
     if not checks.estimates or store.events(row.id, kinds=("estimates",)):
         return
+    message, data = estimates_event(checks)
+    store.add_event(row.id, "estimates", message, data=data)
+
+
+def estimates_event(checks: Preflight) -> tuple[str, dict]:
+    """The message and data of the "estimates" event :func:`record_estimates` writes."""
     items = [{"source": e.source, "summary": e.summary, "fits": e.fits, "data": e.data} for e in checks.estimates]
-    store.add_event(row.id, "estimates", f"{len(items)} pre-flight estimates", data={"estimates": items})
+    return f"{len(items)} pre-flight estimates", {"estimates": items}
 
 
 def failed_canary_warning(context: RunContext, job: JobSpec) -> str | None:

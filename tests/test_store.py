@@ -63,6 +63,49 @@ def test_events_offsets_artifacts(store):
     assert store.artifacts(job)[0].rows == 3
 
 
+def test_events_written_many_at_once_come_back_with_the_ids_they_were_stored_under(store, monkeypatch):
+    """A sweep writes its elements' events in batches of 500 statements' rows: each returned
+    row (shown to the user, the JSON event stream) is the stored one, id included."""
+    monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue1234567890")
+    job = make_job(store)
+    store.add_event(job, "before", "one at a time")
+    batch = [(job if i % 3 else None, f"k{i % 7}", f"message {i}", "test", i % 4 or None, {"i": i} if i % 2 else None)
+             for i in range(1203)]  # three statements: 500 + 500 + 203
+    batch[5] = (job, "secret", "pushed with hf_supersecretvalue1234567890", "test", 1, {"t": "hf_supersecretvalue1234567890"})
+    made = store.add_events(batch)
+    stored = {event.id: event for event in store.events(after_id=0)}
+    assert len(made) == 1203 and len(stored) == 1204
+    assert [stored[event.id] for event in made] == made  # same id, kind, message, data, who
+    assert [(e.job_id, e.kind, e.source, e.attempt) for e in made] == [(b[0], b[1], b[3], b[4]) for b in batch]
+    assert [e.data for e in made[:4]] == [{}, {"i": 1}, {}, {"i": 3}]
+    assert [e.id for e in made] == sorted(e.id for e in made)
+    assert "hf_supersecret" not in made[5].message + str(made[5].data)
+    assert store.add_events([]) == []
+
+
+def test_jobs_begun_in_one_batch_are_recorded_as_one_at_a_time(store):
+    """A sweep's fresh elements: job rows and first attempts in two statements, their scripts
+    and submissions in one each, equal to create_job + begin_attempt + set_job + record_submission."""
+    single = make_job(store, name="one")
+    store.begin_attempt(single)
+    fields = [{"job_id": f"rj-batch{i}", "name": f"el-{i}", "cluster": "local", "backend": "local", "spec_json": "{}",
+               "spec_hash": "h", "spec_path": None, "sweep_id": None, "sweep_index": i} for i in range(3)]
+    store.begin_first_attempts(fields)
+    for i in range(3):
+        job, attempt = store.get_job(f"rj-batch{i}"), store.latest_attempt(f"rj-batch{i}")
+        assert (job.state, job.name, job.sweep_index, job.kind) == ("SUBMITTING", f"el-{i}", i, "full")
+        assert (attempt.n, attempt.state, attempt.tag) == (1, "SUBMITTING", f"runjob:rj-batch{i}:1")
+        assert attempt.who == store.attempt(single, 1).who
+    assert store.jobs_with_attempts(["rj-batch0", "rj-batch2", make_job(store, name="none"), "rj-nope"]) == {
+        "rj-batch0", "rj-batch2"}
+    store.set_scripts({"rj-batch0": "#!/bin/bash\necho 0\n", "rj-batch1": "echo 1"})
+    assert store.get_job("rj-batch1").script == "echo 1" and store.get_job("rj-batch2").script is None
+    store.record_submissions([("rj-batch0", 1, '{"x": 0}', "7_0", 1.0), ("rj-batch1", 1, '{"x": 1}', "7_1", 2.0)])
+    assert [(a.state, a.backend_job_id, a.submission_json) for a in (store.attempt("rj-batch0", 1), store.attempt("rj-batch1", 1))] \
+        == [("PENDING", "7_0", '{"x": 0}'), ("PENDING", "7_1", '{"x": 1}')]
+    assert [store.get_job(f"rj-batch{i}").state for i in range(3)] == ["PENDING", "PENDING", "SUBMITTING"]
+
+
 def test_tokens_never_reach_the_database(store, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue1234567890")
     job = make_job(store)

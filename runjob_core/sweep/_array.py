@@ -90,10 +90,11 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     if not prepared:
         return
     with store.transaction():  # one commit for 1,000 scripts, not 1,000
-        for job_row, _job, _attempt, rendered in prepared:
-            store.set_job(job_row.id, script=rendered.script)
-            if estimates and job_row.sweep_index in estimates:
-                lifecycle.record_estimates(store, job_row, estimates[job_row.sweep_index])
+        store.set_scripts({job_row.id: rendered.script for job_row, _job, _attempt, rendered in prepared})
+        # Jobs made by this run (every one prepared here): none has its estimates yet.
+        checks = [(job_row.id, (estimates or {}).get(job_row.sweep_index)) for job_row, _job, _attempt, _r in prepared]
+        events = [(job_id, lifecycle.estimates_event(found)) for job_id, found in checks if found and found.estimates]
+        store.add_events([(job_id, "estimates", message, "runjob", None, data) for job_id, (message, data) in events])
     staged = [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
               for job_row, job, attempt, rendered in prepared]
     # A backend that takes the folders' files puts them in place itself (SLURM: one bundle
@@ -116,14 +117,15 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
         return
     # One commit: a runjob killed before it leaves every element SUBMITTING with its tag, found
     # in the array by the next run (as a kill between sbatch and recording always did).
+    pairs = list(zip(prepared, submissions))
     with store.transaction():
-        for (job_row, _job, attempt, _rendered), submission in zip(prepared, submissions):
-            store.record_submission(job_row.id, attempt.n, config.record_to_json(submission), submission.backend_job_id,
-                                    submission.submitted_at)
-            context.event(job_row.id, "submitted", f"attempt {attempt.n} submitted as {cluster.type} job "
-                          f"{submission.backend_job_id} on {cluster.name} (one of an array of {len(prepared)})",
-                          attempt=attempt.n, source=submission.source, backend_job_id=submission.backend_job_id,
-                          log=submission.log_path)
+        store.record_submissions([(job_row.id, attempt.n, config.record_to_json(submission), submission.backend_job_id,
+                                   submission.submitted_at) for (job_row, _job, attempt, _rendered), submission in pairs])
+        context.events([(job_row.id, "submitted", f"attempt {attempt.n} submitted as {cluster.type} job "
+                         f"{submission.backend_job_id} on {cluster.name} (one of an array of {len(prepared)})",
+                         {"attempt": attempt.n, "source": submission.source, "backend_job_id": submission.backend_job_id,
+                          "log": submission.log_path})
+                        for (job_row, _job, attempt, _rendered), submission in pairs])
 
 
 def _record_fresh(context: RunContext, sweep, row: SweepRow, indices: list[int], cluster, spec_path,
@@ -145,9 +147,10 @@ def _record_fresh(context: RunContext, sweep, row: SweepRow, indices: list[int],
         store.try_leases(submit_keys)  # new ids: no other process knows them
         held.callback(store.release_leases, submit_keys)
         _fresh_ids(store, ids, held)
-        with store.transaction():
-            for index, job_id in ids.items():
-                _create(context, sweep, row, index, cluster, spec_path, job_id)
+        with store.transaction():  # the rows and their "created" events: four statements, not 4,000
+            store.begin_first_attempts([_job_fields(sweep, row, index, cluster, spec_path, job_id)
+                                        for index, job_id in ids.items()])
+            context.events([(job_id, "created", _created(sweep, row, index) % job_id, {}) for index, job_id in ids.items()])
         return ids
     finally:
         store.release_leases([keys[index] for index in taken if keys[index] not in held_before])
@@ -189,13 +192,21 @@ def _record_one(context: RunContext, sweep, row: SweepRow, index: int, cluster, 
 
 def _create(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec_path, job_id: str) -> None:
     """Element *index*'s job row and its first attempt (SUBMITTING, with its tag)."""
-    job, spec_hash = sweep.jobs[index], sweep.job_hashes[index]
-    context.store.create_job(job_id=job_id, name=job.name, cluster=cluster.name, backend=cluster.type,
-                             spec_json=sweep.job_jsons[index], spec_hash=spec_hash, spec_path=spec_path,
-                             sweep_id=row.id, sweep_index=index)
-    context.store.begin_attempt(job_id, n=1)  # a job made just now: its first
-    context.event(job_id, "created", f"job {job.name} recorded as {job_id} (sweep {row.name} element {index}, "
-                  f"spec {spec_hash})")
+    context.store.begin_first_attempts([_job_fields(sweep, row, index, cluster, spec_path, job_id)])
+    context.event(job_id, "created", _created(sweep, row, index) % job_id)
+
+
+def _job_fields(sweep, row: SweepRow, index: int, cluster, spec_path, job_id: str) -> dict:
+    """Element *index*'s job row, as :meth:`Store.create_job` takes it."""
+    return {"job_id": job_id, "name": sweep.jobs[index].name, "cluster": cluster.name, "backend": cluster.type,
+            "spec_json": sweep.job_jsons[index], "spec_hash": sweep.job_hashes[index], "spec_path": spec_path,
+            "sweep_id": row.id, "sweep_index": index}
+
+
+def _created(sweep, row: SweepRow, index: int) -> str:
+    """The "created" event of element *index*, its job id left as ``%s``."""
+    return (f"job {sweep.jobs[index].name} recorded as %s (sweep {row.name} element {index}, "
+            f"spec {sweep.job_hashes[index]})")
 
 
 def _takes_folders(context: RunContext, cluster) -> bool:

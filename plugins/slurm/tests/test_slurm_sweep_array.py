@@ -138,7 +138,7 @@ def test_killed_after_sbatch_reattaches_every_task_without_a_second_array(ctx, s
         raise KeyboardInterrupt  # runjob dies after the scheduler took the array, before recording it
 
     with monkeypatch.context() as patch:
-        patch.setattr(ctx.store, "record_submission", killed)
+        patch.setattr(ctx.store, "record_submissions", killed)
         with pytest.raises(KeyboardInterrupt):
             _array.submit_group(ctx, sweep, row, list(range(6)), limit=2)
     jobs = _run.element_jobs(ctx.store, row.id)
