@@ -355,3 +355,28 @@ def test_sharded_gradients_are_reduce_scattered():
     gathers_s = 2 * 0.75 * est.params_total * 2.0 / (32.0 * timing.LINK_EFFICIENCY * 1e9)
     extra = zero3.seconds_per_step - zero2.seconds_per_step
     assert gathers_s * 0.8 < extra < gathers_s and any("s/step not hidden" in a for a in zero3.assumptions)
+
+
+def test_a_decode_steps_kv_read_does_not_hide_under_its_gemms():
+    """Round 8: the roofline holds per kernel. At 256 sequences of a 70B model the GEMMs are compute-bound and the
+    attention kernels' KV-cache read comes on top of them; at batch 1 the step is every byte term, as before."""
+    from runjob_core.estimator.arch import arch_from_config
+    from runjob_core.estimator.resolve import resolve_model
+
+    arch = arch_from_config(resolve_model("Llama-3.1-70B").config)
+    h100 = peaks_for("H100-80GB")
+    est = estimate("Llama-3.1-70B", "inference", "H100-80GB", num_gpus=4, tp=4, max_model_len=4096, suggest=False)
+    n_mm = timing.matmul_params(est, arch)
+    peak = h100.bf16_tflops * 1e12
+    bandwidth = decoding.decode_bandwidth(h100)[0]
+    kw = dict(engine="sglang", context=400.0, n_mm=n_mm, peak=peak)  # SGLang: the CPU step hides, the GPU is all
+    step, memory_s, compute_s, _cpu = decoding._decode_step(est, arch, h100, concurrency=256.0, **kw)
+    weights_s = est.weights_gib * (1 << 30) / bandwidth
+    kv_s = 256 * 400 * est.kv_bytes_per_token / 4 / bandwidth
+    gemm_s = 256 * 2 * n_mm / 4 / (peak * decoding.PREFILL_EFFICIENCY)
+    fixed_s = memory_s - weights_s - kv_s  # all-reduces and graph-kernel latencies
+    assert gemm_s > weights_s and fixed_s > 0  # the GEMMs are compute-bound at this batch
+    assert step == pytest.approx(gemm_s + kv_s + fixed_s, rel=0.01)  # the attention FLOPs are far below its bytes
+    assert step > max(memory_s, compute_s) * 1.1  # round 7's one roofline over the whole step was ~10% shorter
+    one, memory_one, _c, _o = decoding._decode_step(est, arch, h100, concurrency=1.0, **kw)
+    assert one == pytest.approx(memory_one)  # batch 1: the weights, KV, all-reduces and kernel latencies add up
