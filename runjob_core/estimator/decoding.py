@@ -246,7 +246,7 @@ def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: flo
     if prefill_s > decode_s:
         bound = "compute"
     rate = replicas * per_replica * mean_out / (prefill_s + decode_s)
-    assumptions += [what, f"decode step {step * 1e3:.1f} ms: weights+KV {memory_s * 1e3:.1f} ms "
+    assumptions += [what, f"decode step {step * 1e3:.1f} ms, kernel by kernel: weights+KV {memory_s * 1e3:.1f} ms "
                           f"({decode_bandwidth(peaks)[1]}{', tp all-reduces included' if tp > 1 else ''}), "
                           f"compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms"
                           f"{' (between forward passes: added)' if ENGINE_SERIAL.get(engine) else ''}",
