@@ -160,7 +160,14 @@ def _moe_bytes_touched(est, batch: float) -> float:
 
 def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float, context: float, n_mm: float,
                  peak: float, moe_loop_all: bool = False) -> tuple[float, float, float, float]:
-    """One decode step of *concurrency* sequences: (seconds, weights+KV read, compute, CPU overhead)."""
+    """One decode step of *concurrency* sequences: (seconds, weights+KV read, compute, CPU overhead).
+
+    The step's kernels run one after another on one stream (vLLM ``models/llama.py``
+    ``LlamaAttention.forward``: ``qkv_proj``, ``rotary_emb``, ``attn``, ``o_proj``, then the MLP; one
+    CUDA graph), and the roofline holds per kernel: the GEMMs take max(weight bytes, their FLOPs)
+    (they share one arithmetic intensity, the batch), the attention kernels max(KV bytes, their
+    FLOPs), and the all-reduces and per-kernel latencies their own time. A KV-cache read does not
+    hide under the GEMMs' tensor-core time (round 8, ``tests/estimator/data/time_misses.md``)."""
     tp = max(1, est.tp)
     if engine in ("vllm", "sglang"):
         overhead = ENGINE_STEP_S + ENGINE_PER_SEQ_S * concurrency
@@ -169,15 +176,22 @@ def _decode_step(est, arch, peaks: GPUPeaks, *, engine: str, concurrency: float,
     kv_read = concurrency * context * est.kv_bytes_per_token / tp
     if engine == "hf":
         kv_read *= 3.0  # DynamicCache grows by torch.cat: the cache is read, and copied, every step
-    memory_s = (_moe_bytes_touched(est, concurrency) + kv_read) / decode_bandwidth(peaks)[0]
+    bandwidth = decode_bandwidth(peaks)[0]
+    weights_s = _moe_bytes_touched(est, concurrency) / bandwidth
+    kv_s = kv_read / bandwidth
+    gemm_s = concurrency * 2.0 * n_mm / tp / (peak * PREFILL_EFFICIENCY)
+    attention_s = concurrency * attention_flops_forward(arch, context) / tp / (peak * PREFILL_EFFICIENCY)
+    fixed = 0.0
     if engine in ("vllm", "sglang"):
-        memory_s += graph_kernels(arch) * GRAPH_KERNEL_S
+        fixed += graph_kernels(arch) * GRAPH_KERNEL_S
     if tp > 1:  # two all-reduces per layer, on the GPU between the weight reads
-        memory_s += 2 * arch.layers * tp_allreduce_s(arch, peaks, tp, concurrency)
-    compute_s = concurrency * (2.0 * n_mm + attention_flops_forward(arch, context)) / tp / (peak * PREFILL_EFFICIENCY)
+        fixed += 2 * arch.layers * tp_allreduce_s(arch, peaks, tp, concurrency)
+    gpu_s = max(weights_s, gemm_s) + max(kv_s, attention_s) + fixed
+    memory_s = weights_s + kv_s + fixed
+    compute_s = gemm_s + attention_s
     if ENGINE_SERIAL.get(engine):
-        return max(memory_s, compute_s) + overhead, memory_s, compute_s, overhead
-    return max(memory_s, compute_s, overhead), memory_s, compute_s, overhead
+        return gpu_s + overhead, memory_s, compute_s, overhead
+    return max(gpu_s, overhead), memory_s, compute_s, overhead
 
 
 def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: float, output_tokens: float,
@@ -232,7 +246,7 @@ def inference_rate(est, arch, peaks: GPUPeaks, *, engine: str, input_tokens: flo
     if prefill_s > decode_s:
         bound = "compute"
     rate = replicas * per_replica * mean_out / (prefill_s + decode_s)
-    assumptions += [what, f"decode step {step * 1e3:.1f} ms: weights+KV {memory_s * 1e3:.1f} ms "
+    assumptions += [what, f"decode step {step * 1e3:.1f} ms, kernel by kernel: weights+KV {memory_s * 1e3:.1f} ms "
                           f"({decode_bandwidth(peaks)[1]}{', tp all-reduces included' if tp > 1 else ''}), "
                           f"compute {compute_s * 1e3:.1f} ms, overhead {overhead * 1e3:.1f} ms"
                           f"{' (between forward passes: added)' if ENGINE_SERIAL.get(engine) else ''}",

@@ -291,25 +291,26 @@ def test_held_out_training_is_within_2x():
 
 
 def test_held_out_is_within_2x_on_95_percent():
-    """The issue's 2x goal, met since round 6 (72 of 74 after round 7; the two outside are throughput reports:
+    """The issue's 2x goal, met since round 6 (85 of 87 after round 8; the two outside are throughput reports:
     vllm#8244's 405B FP8 run its reporter calls poor, 2.88x, and vllm#12315's one ShareGPT wave whose longest
-    request is not printed, 3.04x)."""
+    request is not printed, 2.70x)."""
     rows = time_eval.score(time_eval.load("heldout"))
     assert time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
-@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 74 cases after round 7, "
-                   "56 (76%) within 1.5x, 72 (97%) within 2x (round 6: 58 cases, 40 / 56; round 7's 18 new cases, "
-                   "chosen by a rule written before scoring, 17 within 1.5x, the one miss and its twin moved to the "
-                   "tuning set). Outside "
+@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 87 cases after round 8, "
+                   "68 (78%) within 1.5x, 85 (98%) within 2x; 70 are needed (round 7: 74 cases, 56 / 72; round 8 moved, "
+                   "dropped and edited no held-out case, its per-kernel decode roofline moved none across 1.5x, its "
+                   "nine H200 SGLang cases are all within 1.5x and its four fms-fsdp rows three, all chosen by rules "
+                   "written before scoring). Outside "
                    "1.5x: transformers generate on the Qwen3 H20 host (8 cases, 0.54-0.63: that host's CPU runs eager "
                    "layers ~1.8x faster than the 1 ms prior; no spec field says so, the calibration from the user's own "
                    "runs does); HF/PyTorch training on the H200 (3, 0.60-0.63: the 0.8 Hopper factor for eager "
-                   "frameworks, no non-held-out Hopper run sizes it); fms-fsdp 70B on 128 A100s (0.64: ~69% of peak "
-                   "with recompute, above the FSDP prior); torchtitan on Grand Teton's 500 W H100 96GB "
+                   "frameworks, no non-held-out Hopper run sizes it); fms-fsdp 70B on 128 A100s (0.64 and round 8's "
+                   "0.58: ~69% of peak with recompute, above the FSDP prior); torchtitan on Grand Teton's 500 W H100 96GB "
                    "(8 and 128 GPUs bf16, 1.56 and 1.61: a slower card than the SXM row the model uses); vLLM V0 "
-                   "batched TP rows of vllm#16300 (TP 8 b16 1.84, TP 2 b128 1.86: V0's per-sequence CPU work, no "
-                   "tuning case sizes it); the two throughput reports (2.88, 3.04). Constants are not refitted to "
+                   "batched TP rows of vllm#16300 (TP 8 b16 1.84, TP 2 b128 1.61: V0's per-sequence CPU work, no "
+                   "tuning case sizes it); the two throughput reports (2.88, 2.70). Constants are not refitted to "
                    "held-out cases")
 def test_held_out_meets_the_issue_goal():
     summary = time_eval.summary(time_eval.score(time_eval.load("heldout")))
@@ -355,3 +356,28 @@ def test_sharded_gradients_are_reduce_scattered():
     gathers_s = 2 * 0.75 * est.params_total * 2.0 / (32.0 * timing.LINK_EFFICIENCY * 1e9)
     extra = zero3.seconds_per_step - zero2.seconds_per_step
     assert gathers_s * 0.8 < extra < gathers_s and any("s/step not hidden" in a for a in zero3.assumptions)
+
+
+def test_a_decode_steps_kv_read_does_not_hide_under_its_gemms():
+    """Round 8: the roofline holds per kernel. At 256 sequences of a 70B model the GEMMs are compute-bound and the
+    attention kernels' KV-cache read comes on top of them; at batch 1 the step is every byte term, as before."""
+    from runjob_core.estimator.arch import arch_from_config
+    from runjob_core.estimator.resolve import resolve_model
+
+    arch = arch_from_config(resolve_model("Llama-3.1-70B").config)
+    h100 = peaks_for("H100-80GB")
+    est = estimate("Llama-3.1-70B", "inference", "H100-80GB", num_gpus=4, tp=4, max_model_len=4096, suggest=False)
+    n_mm = timing.matmul_params(est, arch)
+    peak = h100.bf16_tflops * 1e12
+    bandwidth = decoding.decode_bandwidth(h100)[0]
+    kw = dict(engine="sglang", context=400.0, n_mm=n_mm, peak=peak)  # SGLang: the CPU step hides, the GPU is all
+    step, memory_s, compute_s, _cpu = decoding._decode_step(est, arch, h100, concurrency=256.0, **kw)
+    weights_s = est.weights_gib * (1 << 30) / bandwidth
+    kv_s = 256 * 400 * est.kv_bytes_per_token / 4 / bandwidth
+    gemm_s = 256 * 2 * n_mm / 4 / (peak * decoding.PREFILL_EFFICIENCY)
+    fixed_s = memory_s - weights_s - kv_s  # all-reduces and graph-kernel latencies
+    assert gemm_s > weights_s and fixed_s > 0  # the GEMMs are compute-bound at this batch
+    assert step == pytest.approx(gemm_s + kv_s + fixed_s, rel=0.01)  # the attention FLOPs are far below its bytes
+    assert step > max(memory_s, compute_s) * 1.1  # round 7's one roofline over the whole step was ~10% shorter
+    one, memory_one, _c, _o = decoding._decode_step(est, arch, h100, concurrency=1.0, **kw)
+    assert one == pytest.approx(memory_one)  # batch 1: the weights, KV, all-reduces and kernel latencies add up
