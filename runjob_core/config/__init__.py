@@ -194,9 +194,18 @@ def load_clusters(path: Path | None = None, *, backends: Mapping[str, Any] | Non
 
 def _schema_stamp(info: Any) -> list[str]:
     options = getattr(info, "options", None)
-    fields = [f"{f.name}:{f.type}:{dict(f.metadata)!r}" for f in attrs.fields(options)] if options is not None else []
+    fields = [f"{f.name}:{_type_name(f.type)}:{dict(f.metadata)!r}" for f in attrs.fields(options)] if options is not None else []
     return [getattr(options, "__module__", ""), getattr(options, "__qualname__", ""), _module_stamp(options), *fields,
             *getattr(info, "required_keys", ())]
+
+
+def _type_name(annotation: Any) -> str:
+    """A field's type as written, whether or not its annotations were resolved yet (structuring
+    resolves them: ``'str'`` becomes ``str``, and the first load of a process missed the cache
+    entry every later load had written)."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
 
 
 def _module_stamp(options: Any) -> str:

@@ -54,8 +54,16 @@ def _array_dir(scratch: str, job_id: str, n) -> str:
 
 
 def _resources(script: str) -> list[str]:
-    return [line for line in script.splitlines()
-            if line.startswith("#SBATCH") and not line.split()[1].split("=")[0] in _PER_JOB]
+    """The script's ``#SBATCH`` lines that are not per job. sbatch reads them only up to the
+    first line that is neither a comment nor blank, and so does this (not all ~70 lines)."""
+    found = []
+    for line in script.splitlines():
+        if line.startswith("#SBATCH"):
+            if line.split()[1].split("=")[0] not in _PER_JOB:
+                found.append(line)
+        elif line.strip() and not line.startswith("#"):
+            break
+    return found
 
 
 def index_lines(attempts, rendereds, ranges: list[tuple[int, int]] | None) -> str:
