@@ -109,9 +109,8 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     if len(prepared) > 1:
         files = [staging.own_files(job, rendered, record) for _layout, job, rendered, record in staged] if folders else None
         submissions = _ask(context, cluster, transport, prepared, limit, row.name, files)
-    if submissions is None and folders:  # the backend made no array of these after all: their folders now
-        staging.put_folders(transport, staged)
-    if submissions is None:  # one element, or the backend makes no array of these: each alone
+    if submissions is None:  # one element, or the backend makes no array of these: each alone,
+        # rendered and staged by its own submit (a folder the backend was to write is written there)
         for job_row, job, attempt, _rendered in prepared:
             lifecycle._submit_attempt(context, job_row, job, cluster, attempt_row=store.attempt(job_row.id, attempt.n))
         return

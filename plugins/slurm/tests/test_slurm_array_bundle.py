@@ -122,6 +122,44 @@ def test_a_folder_written_at_submit_is_run_as_it_is(tmp_path):
     assert f"in {attempts[1].layout.job_dir}" in open(attempts[1].layout.log_path, encoding="utf-8").read()
 
 
+def test_submit_writes_the_folders_at_submit_when_a_path_fits_no_tar_header(tmp_path):
+    # _array.submit itself, on this machine's files (LocalTransport); only sbatch's answer is
+    # recorded (the array is not queued here: the cluster tier queues real ones).
+    from runjob_core.models import ClusterConfig
+    from runjob_core.transport import LocalTransport
+    from runjob_core.transport.execute import Completed
+
+    class RecordedSbatch(LocalTransport):
+        def run(self, argv, **kwargs):
+            if argv[0] == "sbatch":
+                self.sbatch = argv
+                return Completed(argv=list(argv), returncode=0, stdout="4242\n", stderr="")
+            return super().run(argv, **kwargs)
+
+    attempts = attempts_in(tmp_path, ["e-0", "e-1"])
+    rendereds = [Rendered(script=element_script(a.job_id), template="t", source="s", script_name="run.1.sh") for a in attempts]
+    long_name = "n" * 120  # a file a template made: no ustar header holds its name
+    folders = [{"run.1.sh": (r.script, 0o755), "params.json": ('{"i": %d}\n' % i, 0o644), long_name: ("x\n", 0o644)}
+               for i, r in enumerate(rendereds)]
+    common = {"lib/runjob_core/__init__.py": ('"""lib"""\n', 0o644)}
+    transport = RecordedSbatch()
+    cluster = ClusterConfig(name="c", type="slurm", scratch_path=str(tmp_path))
+    made = _array.submit([None, None], attempts, rendereds, "grid", cluster, transport, 2, folders=folders,
+                         common_files=common)
+    assert [s.backend_job_id for s in made] == ["4242_0", "4242_1"]
+    folder = _array.array_dir(attempts[0])
+    assert transport.sbatch[-1] == f"{folder}/array.sh" and not os.path.exists(f"{folder}/bundle.tar")
+    assert [line.split()[1:3] for line in open(f"{folder}/index").read().splitlines()] == [["-", "-"], ["-", "-"]]
+    for i, attempt in enumerate(attempts):  # each folder written whole at submit, the library too
+        job_dir = attempt.layout.job_dir
+        assert sorted(os.listdir(job_dir)) == sorted(["lib", "params.json", "run.1.sh", long_name])
+        assert open(f"{job_dir}/lib/runjob_core/__init__.py").read() == '"""lib"""\n'
+        assert os.access(attempt.layout.script_path, os.X_OK)
+    assert run_task(f"{folder}/array.sh", 1).returncode == 0  # and task 1 runs its folder as it is
+    log = open(attempts[1].layout.log_path, encoding="utf-8").read()
+    assert f"in {attempts[1].layout.job_dir}" in log and '{"i": 1}' in log
+
+
 def test_a_path_no_tar_header_holds_makes_no_bundle():
     assert _array.bundle_of([{"x" * 120: ("y", 0o644)}], {}) is None
     data, library, ranges = _array.bundle_of([{"a": ("1", 0o644)}, {"b": ("22", 0o644)}], {"lib/c": ("3", 0o644)})

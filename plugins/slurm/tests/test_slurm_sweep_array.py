@@ -296,3 +296,35 @@ def test_an_element_folder_is_made_by_its_task_from_the_bundle(ctx, shared, runj
         assert json.loads(remote(ctx, f"cat {shlex.quote(folder)}/params.json").stdout) == {"lr": lr}
         # The job-side library imported from the element's own lib/, the params read in its folder.
         assert f"params {{'lr': {lr}}}" in remote(ctx, f"cat {shlex.quote(submission['log_path'])}").stdout
+
+
+def test_elements_whose_sbatch_lines_differ_go_out_one_by_one_with_their_folders_written_at_submit(ctx, shared,
+                                                                                                     runjob_home):
+    # checkpoint.signal_margin is not a resource shape, yet it is an #SBATCH line (--signal): the
+    # three elements are one group, and the backend answers None (no array of these). The core
+    # then writes each element's folder itself and submits each alone: the fallback of a backend
+    # that takes `folders` and makes no array.
+    remote(ctx, f"mkdir -p {shlex.quote(shared)} && touch {shlex.quote(shared)}/gate")
+    command = 'while [ -e "$SWEEP_DIR/gate" ]; do sleep 0.2; done; cat params.json'
+    spec = {"name": "margins", "command": command, "cluster": "under-test", "template": "training",
+            "env": {"SWEEP_DIR": shared}, "resources": {"time": "10"},
+            "sweep": {"params": {"checkpoint.signal_margin": [60, 90, 120], "lr": [0.5]}, "max_parallel": 3}}
+    sweep = sweep_from_mapping(spec, source=str(runjob_home / "margins.yaml"), base_dir=str(runjob_home))
+    row = _run.record(ctx, sweep)
+    _run.start(ctx, sweep, row, limit=3)
+    jobs = _run.element_jobs(ctx.store, row.id)
+    attempts = [ctx.store.latest_attempt(jobs[i].id) for i in range(3)]
+    assert all("_" not in a.backend_job_id for a in attempts)  # three jobs, not an array
+    assert len({a.backend_job_id for a in attempts}) == 3
+    assert [f"--signal=B:USR1@{m}" in jobs[i].script for i, m in enumerate((60, 90, 120))] == [True] * 3
+    submissions = [json.loads(a.submission_json) for a in attempts]
+    for submission in submissions:  # written at submit, while every element still waits at the gate
+        listed = set(remote(ctx, f"ls {shlex.quote(submission['job_dir'])}").stdout.split())
+        assert {"params.json", "run.1.sh", "runjob.json", "lib"} <= listed, listed
+    first = attempts[0]
+    assert not remote(ctx, f"test -e {shlex.quote(ctx.clusters['under-test'].scratch_path)}/arrays/"
+                           f"{first.job_id}.{first.n}").ok  # no array folder was made for them
+    remote(ctx, f"rm -f {shlex.quote(shared)}/gate")
+    driven = _run.drive(ctx, sweep, row, checks=[], interval=1.0)
+    assert [e["state"] for e in driven.elements] == ["COMPLETED"] * 3
+    assert '"lr": 0.5' in remote(ctx, f"cat {shlex.quote(submissions[2]['log_path'])}").stdout
