@@ -39,6 +39,7 @@ def test_attempt_lifecycle_and_tags(store):
     two = store.begin_attempt(job, resumed_from="/ckpt/step-10")
     assert two.n == 2 and store.get_job(job).state == "SUBMITTING"
     assert [a.n for a in store.active_attempts()] == [2]
+    assert store.active_attempts([]) == [] and [a.n for a in store.active_attempts([job])] == [2]  # none asked: none
     store.update_attempt(job, 1, state="FAILED")  # an old attempt does not change the job's state
     assert store.get_job(job).state == "SUBMITTING"
 

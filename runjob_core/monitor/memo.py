@@ -49,7 +49,8 @@ class CycleMemo:
         cached = self._last_read
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
-        attempts = [a for a in store.active_attempts(job_ids) if a.submission_json]
+        # No job ids: the monitor follows every job of the state.
+        attempts = [a for a in store.active_attempts(job_ids or None) if a.submission_json]
         heads = store.job_heads([a.job_id for a in attempts])
         by_cluster: dict[str, tuple[list, list]] = {}
         for attempt in attempts:

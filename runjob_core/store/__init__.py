@@ -915,7 +915,8 @@ class Store:
 
     def pending_actions(self, job_ids: list[str] | None = None) -> list[tuple[str, int]]:
         rows = self._db.execute("SELECT job_id, n FROM pending_actions ORDER BY job_id, n").fetchall()
-        return [(r[0], r[1]) for r in rows if job_ids is None or r[0] in job_ids]
+        wanted = None if job_ids is None else set(job_ids)
+        return [(r[0], r[1]) for r in rows if wanted is None or r[0] in wanted]
 
     def find_pending(self, name: str, spec_hash: str, kind: str) -> AttemptRow | None:
         """The ended attempt of a job with this spec whose follow-up (a resume) is not done yet."""
@@ -926,7 +927,11 @@ class Store:
         return _make(AttemptRow, row) if row else None
 
     def active_attempts(self, job_ids: list[str] | None = None) -> list[AttemptRow]:
+        """The active attempts of *job_ids*, or of every job when None (an empty list: none;
+        it used to mean every job, and a new sweep with no jobs read all 20,000 of a state)."""
         active = "('SUBMITTING','PENDING','RUNNING','REQUEUED','CANCELLING')"
+        if job_ids is not None and not job_ids:
+            return []
         if job_ids:
             among, params = self._db.among(list(dict.fromkeys(job_ids)))
             rows = self._db.execute(f"SELECT * FROM attempts WHERE state IN {active} AND job_id {among}", params)

@@ -184,8 +184,6 @@ def elements(store, row: SweepRow) -> list[dict]:
 def _active(store, jobs: dict[int, JobRow]) -> set[int]:
     """Elements whose job is still running, or ended with its follow-up (a resume) not done yet."""
     by_id = {row.id: index for index, row in jobs.items()}
-    if not by_id:  # a new sweep: not every active attempt of the store (the store reads all for none)
-        return set()
     busy = {a.job_id for a in store.active_attempts(list(by_id))} | {j for j, _n in store.pending_actions(list(by_id))}
     return {by_id[j] for j in busy if j in by_id}
 
