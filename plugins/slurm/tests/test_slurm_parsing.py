@@ -24,6 +24,16 @@ def test_squeue_argv():
                                        "-o", "%i|%A|%T|%r|%S|%e|%M|%N|%P|%k|%j"]
 
 
+def test_squeue_poll_argv_asks_for_few_jobs_by_id_and_many_by_user():
+    head = ["env", "SLURM_TIME_FORMAT=%s", "squeue", "-h", "-r", "-u", "rjuser"]
+    tail = ["-o", "%i|%A|%T|%r|%S|%e|%M|%N|%P||"]
+    assert P.squeue_poll_argv("rjuser") == head + tail
+    assert P.squeue_poll_argv("rjuser", ["7", "8_1", "7"]) == head + ["-j", "7,8_1"] + tail
+    assert P.squeue_poll_argv("rjuser", ["7"]) == head + ["-j", "7,7"] + tail  # one id alone fails once it left
+    many = [str(i) for i in range(P.FEW_JOBS + 1)]
+    assert P.squeue_poll_argv("rjuser", many) == head + tail
+
+
 def test_sacct_argv_chunks_long_id_lists():
     ids = [str(i) for i in range(1000, 1450)]
     calls = P.sacct_argv(ids)

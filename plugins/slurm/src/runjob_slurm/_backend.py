@@ -62,11 +62,11 @@ def poll(submissions, cluster, context) -> dict[str, JobStatus]:
         return {}
     transport = context.transport(cluster)
     user = _user(transport, cluster, context)
-    queue = transport.run(_parse.squeue_poll_argv(user))
+    ids = [s.backend_job_id for s in submissions]
+    queue = transport.run(_parse.squeue_poll_argv(user, ids))
     if not queue.ok:
         # slurmctld busy or restarting: the monitor retries next cycle.
         raise TransportError(f"squeue failed on {cluster.name} (exit {queue.returncode}): {queue.stderr.strip()}")
-    ids = [s.backend_job_id for s in submissions]
     lines = _parse.squeue_lines(queue.stdout, wanted=ids)
     # A live job's status is a function of its squeue line alone, and a waiting job's line
     # is the same cycle after cycle: reuse last cycle's status for an unchanged line.
