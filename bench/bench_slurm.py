@@ -117,7 +117,7 @@ def main() -> None:
 
         os.chdir(work)
         os.environ["RUNJOB_HOME"] = str(work / ".runjob")
-        from runjob_core import lifecycle, monitor
+        from runjob_core import lifecycle
         from runjob_core.config import job_from_mapping
 
         context = lifecycle.open_context()

@@ -3,7 +3,6 @@ adopt (issue 34 item 5); the end-to-end cases are in tests/chaos/test_adopt.py."
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import attrs
 import pytest

@@ -1,12 +1,10 @@
 """End to end through the real `runjob` command, on the local backend, with real processes."""
 
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

@@ -3,7 +3,6 @@ never land anywhere, --json that is JSON. Through the real `runjob` command."""
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml

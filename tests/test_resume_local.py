@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from runjob_core import lifecycle, monitor
 from runjob_core.config import job_from_mapping

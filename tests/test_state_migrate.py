@@ -4,10 +4,8 @@ that other members already write to, compared row by row; a second run copies no
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import psycopg
-import pytest
 
 from runjob_core.store import Store
 from runjob_core.testing import run_cli as runjob

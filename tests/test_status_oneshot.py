@@ -3,11 +3,9 @@ writes nothing to the store when nothing changed, and leases a job only to recor
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-import pytest
 
 from runjob_core import lifecycle, monitor
 

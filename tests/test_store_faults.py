@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runjob_core.testing import one_line_error, run_cli as runjob, wait_until
+from runjob_core.testing import one_line_error, run_cli as runjob
 
 RUNJOB = str(Path(sys.executable).parent / "runjob")
 

@@ -9,7 +9,6 @@ import glob
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys

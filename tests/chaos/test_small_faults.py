@@ -2,7 +2,6 @@
 500 deep, the dashboard on a folder it cannot write, a local job's raw log holding an
 inherited token, and the modes of runjob's own files."""
 
-import os
 import shutil
 import stat
 import subprocess

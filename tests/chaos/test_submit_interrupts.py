@@ -5,7 +5,6 @@ the scheduler runs the job once."""
 
 import functools
 import json
-import os
 import signal
 import subprocess
 import sys

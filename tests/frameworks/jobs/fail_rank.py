@@ -5,7 +5,6 @@ progress bar is still on the line (tqdm without a newline), as real jobs do.
 """
 
 import argparse
-import os
 import time
 
 import torch
