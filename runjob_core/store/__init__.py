@@ -453,7 +453,7 @@ def new_job_id() -> str:
     if _ids_made[0] != second:
         _ids_made[:] = [second, set()]
     while True:
-        job_id = "rj-" + second + "".join(secrets.choice(_DIGITS) for _ in range(6))
+        job_id = "rj-" + second + _base36(secrets.randbelow(_RANDOM_IDS)).rjust(6, "0")  # one draw, not six
         if job_id not in _ids_made[1]:
             _ids_made[1].add(job_id)
             return job_id
@@ -462,6 +462,7 @@ def new_job_id() -> str:
 #: The second of the latest :func:`new_job_id` and the ids made in it (this process's).
 _ids_made: list = ["", set()]
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+_RANDOM_IDS = 36 ** 6  # the ids' 6 random base-36 digits
 
 
 def _base36(number: int) -> str:

@@ -81,12 +81,14 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
             made.update(_record_one(context, sweep, row, index, cluster, spec_path, held))
     prepared = []  # (job row, job, attempt, rendered)
     rows = {job_row.id: job_row for job_row in store.sweep_jobs(row.id)} if made else {}  # one query, not one each
-    for index in indices:
-        if index in made:
-            job = sweep.jobs[index]
-            attempt = lifecycle.new_attempt(context, job, cluster, job_id=made[index], n=1)  # a new job's first
-            job_row = rows.get(made[index]) or store.get_job(made[index])
-            prepared.append((job_row, job, attempt, lifecycle.render(context, job, attempt, cluster)))
+    with lifecycle.templates_held(context) as templates:
+        for index in indices:
+            if index in made:
+                job = sweep.jobs[index]
+                attempt = lifecycle.new_attempt(context, job, cluster, job_id=made[index], n=1)  # a new job's first
+                job_row = rows.get(made[index]) or store.get_job(made[index])
+                prepared.append((job_row, job, attempt, lifecycle.render(context, job, attempt, cluster,
+                                                                         templates=templates)))
     if not prepared:
         return
     with store.transaction():  # one commit for 1,000 scripts, not 1,000
