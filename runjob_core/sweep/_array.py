@@ -151,7 +151,7 @@ def _record_fresh(context: RunContext, sweep, row: SweepRow, indices: list[int],
         with store.transaction():  # the rows and their "created" events: four statements, not 4,000
             store.begin_first_attempts([_job_fields(sweep, row, index, cluster, spec_path, job_id)
                                         for index, job_id in ids.items()])
-            context.events([(job_id, "created", _created(sweep, row, index) % job_id, {}) for index, job_id in ids.items()])
+            context.events([(job_id, "created", _created(sweep, row, index, job_id), {}) for index, job_id in ids.items()])
         return ids
     finally:
         store.release_leases([keys[index] for index in taken if keys[index] not in held_before])
@@ -194,7 +194,7 @@ def _record_one(context: RunContext, sweep, row: SweepRow, index: int, cluster, 
 def _create(context: RunContext, sweep, row: SweepRow, index: int, cluster, spec_path, job_id: str) -> None:
     """Element *index*'s job row and its first attempt (SUBMITTING, with its tag)."""
     context.store.begin_first_attempts([_job_fields(sweep, row, index, cluster, spec_path, job_id)])
-    context.event(job_id, "created", _created(sweep, row, index) % job_id)
+    context.event(job_id, "created", _created(sweep, row, index, job_id))
 
 
 def _job_fields(sweep, row: SweepRow, index: int, cluster, spec_path, job_id: str) -> dict:
@@ -204,9 +204,9 @@ def _job_fields(sweep, row: SweepRow, index: int, cluster, spec_path, job_id: st
             "sweep_id": row.id, "sweep_index": index}
 
 
-def _created(sweep, row: SweepRow, index: int) -> str:
-    """The "created" event of element *index*, its job id left as ``%s``."""
-    return (f"job {sweep.jobs[index].name} recorded as %s (sweep {row.name} element {index}, "
+def _created(sweep, row: SweepRow, index: int, job_id: str) -> str:
+    """The message of element *index*'s "created" event."""
+    return (f"job {sweep.jobs[index].name} recorded as {job_id} (sweep {row.name} element {index}, "
             f"spec {sweep.job_hashes[index]})")
 
 
