@@ -30,6 +30,7 @@ def test_squeue_poll_argv_asks_for_few_jobs_by_id_and_many_by_user():
     assert P.squeue_poll_argv("rjuser") == head + tail
     assert P.squeue_poll_argv("rjuser", ["7", "8_1", "7"]) == head + ["-j", "7,8_1"] + tail
     assert P.squeue_poll_argv("rjuser", ["7"]) == head + ["-j", "7,7"] + tail  # one id alone fails once it left
+    assert P.squeue_poll_argv("rjuser", ["7", "7+1"]) == head + tail  # one id squeue could not parse: all, by user
     many = [str(i) for i in range(P.FEW_JOBS + 1)]
     assert P.squeue_poll_argv("rjuser", many) == head + tail
 

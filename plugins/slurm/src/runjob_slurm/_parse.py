@@ -21,6 +21,7 @@ Output formats
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
@@ -57,6 +58,7 @@ def squeue_argv(user: str) -> list[str]:
 #: it, hold only them, not every job of the user (a one-shot ``runjob status`` lists 20 jobs of
 #: a user with 2,000 queued: 20 lines, ~6 ms less than all 2,000). More go as one ``-u``.
 FEW_JOBS = 200
+_POLLED_ID = re.compile(r"\d+(_\d+)?")
 
 
 def squeue_poll_argv(user: str, jobs: list[str] | None = None) -> list[str]:
@@ -65,7 +67,8 @@ def squeue_poll_argv(user: str, jobs: list[str] | None = None) -> list[str]:
     asked of sacct instead (squeue has no exit codes anyway), so finished records in MinJobAge
     cost nothing."""
     only: list[str] = []
-    if jobs and len(jobs) <= FEW_JOBS:
+    # Only ids squeue takes (an id it cannot parse fails the whole call): else the user's list.
+    if jobs and len(jobs) <= FEW_JOBS and all(_POLLED_ID.fullmatch(job) for job in jobs):
         ids = list(dict.fromkeys(jobs))
         # One id alone makes squeue (22.05) ask slurmctld for that job, and fail with "Invalid
         # job id specified" once it left the queue; the same id twice takes the user's list.
