@@ -8,7 +8,6 @@ phase calls get everything they need as parameters (:mod:`runjob_core.hookspecs`
 from __future__ import annotations
 
 import contextlib
-
 import json
 import time
 from collections.abc import Callable
