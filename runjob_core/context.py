@@ -151,11 +151,7 @@ class RunContext:
 
     def event(self, job_id: str | None, kind: str, message: str, *, source: str = "runjob",
               attempt: int | None = None, data: dict[str, Any] | None = None, **fields: Any) -> EventRow:
-        merged = {**(data or {}), **fields}
-        row = self.store.add_event(job_id, kind, message, source=source, attempt=attempt, data=merged or None)
-        if self.on_event is not None:
-            self.on_event(row)
-        return row
+        return self.events([(job_id, kind, message, {"source": source, "attempt": attempt, "data": data, **fields})])[0]
 
     def events(self, events: list[tuple[str | None, str, str, dict[str, Any]]]) -> list[EventRow]:
         """:meth:`event` of many (job id, kind, message, keyword arguments of :meth:`event`),

@@ -123,31 +123,25 @@ def stage(transport: Transport, layout: Layout, job: JobSpec, rendered: Rendered
 def stage_many(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendered, str | None]], *,
                put_files: bool = True) -> list[dict[str, str] | None]:
     """:func:`stage` of many new jobs (a sweep's array: layout, job, rendered, record each):
-    their files in one :func:`put_folders`, then their workdirs synced one job at a time.
-    Without *put_files* only the workdirs are synced (and hashed): the backend puts the
-    folders' files in place itself (``runjob_submit_array``'s *folders*)."""
+    their folders' files with one ``put_tree``, rooted where their folders meet (one remote
+    command instead of one per job; every folder gets the same job-side library, which the SSH
+    transport's tar stream sends once and links the others to), then their workdirs synced one
+    job at a time. Without *put_files* only the workdirs are synced (and hashed): the backend
+    puts the folders' files in place itself (``runjob_submit_array``'s *folders*)."""
     hashes = [_code_hashes(layout, job, None, False) for layout, job, _r, _rec in staged]
     if put_files:
-        put_folders(transport, staged)
+        root = posixpath.commonpath([layout.job_dir for layout, *_rest in staged])
+        files, logs = {}, []
+        for layout, job, rendered, record in staged:
+            prefix = posixpath.relpath(layout.job_dir, root)
+            files.update({posixpath.normpath(f"{prefix}/{rel}"): entry
+                          for rel, entry in _folder_files(job, rendered, record).items()})
+            logs.append(layout.log_path.rsplit("/", 1)[0])
+        transport.put_tree(root, files, also_make=tuple(dict.fromkeys(logs)))
     for (layout, *_rest), code in zip(staged, hashes):
         if layout.sync_from:
             sync_workdir(transport, Path(layout.sync_from), layout.workdir, code)
     return hashes
-
-
-def put_folders(transport: Transport, staged: list[tuple[Layout, JobSpec, Rendered, str | None]]) -> None:
-    """Many jobs' folders (layout, job, rendered, record each) with one ``put_tree``, rooted
-    where their folders meet: one remote command instead of one per job. Every folder gets the
-    same job-side library; the SSH transport's tar stream sends identical files once and links
-    the others to it."""
-    root = posixpath.commonpath([layout.job_dir for layout, *_rest in staged])
-    files, logs = {}, []
-    for layout, job, rendered, record in staged:
-        prefix = posixpath.relpath(layout.job_dir, root)
-        files.update({posixpath.normpath(f"{prefix}/{rel}"): entry
-                      for rel, entry in _folder_files(job, rendered, record).items()})
-        logs.append(layout.log_path.rsplit("/", 1)[0])
-    transport.put_tree(root, files, also_make=tuple(dict.fromkeys(logs)))
 
 
 def _code_hashes(layout: Layout, job: JobSpec, started_with: dict[str, str] | None,

@@ -815,13 +815,7 @@ class Store:
             self._db.executemany("UPDATE jobs SET state = 'PENDING' WHERE id = ?", [(s[0],) for s in submissions])
 
     def record_submission(self, job_id: str, n: int, submission_json: str, backend_job_id: str, submitted_at: float) -> None:
-        with self._transaction():
-            self._db.execute(
-                "UPDATE attempts SET state = 'PENDING', backend_job_id = ?, submission_json = ?, submitted_at = ?"
-                " WHERE job_id = ? AND n = ?",
-                (backend_job_id, submission_json, submitted_at, job_id, n),
-            )
-            self._db.execute("UPDATE jobs SET state = 'PENDING' WHERE id = ?", (job_id,))
+        self.record_submissions([(job_id, n, submission_json, backend_job_id, submitted_at)])
 
     def update_attempt(self, job_id: str, n: int, **fields: Any) -> None:
         allowed = {"state", "started_at", "ended_at", "exit_code", "reason", "step", "rows_done", "resumed_from",
@@ -959,15 +953,7 @@ class Store:
         self, job_id: str | None, kind: str, message: str, *, source: str = "runjob",
         attempt: int | None = None, data: dict[str, Any] | None = None,
     ) -> EventRow:
-        message = redact(message)
-        data_json = redact(json.dumps(data, default=str)) if data else None
-        ts = time.time()
-        event_id = self._db.execute(
-            "INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json, who) VALUES (?,?,?,?,?,?,?,?)"
-            " RETURNING id", (job_id, attempt, ts, kind, source, message, data_json, self.who),
-        ).fetchall()[0][0]  # fetchall: SQLite finishes the statement (and its write) only when stepped to the end
-        return EventRow(event_id, job_id, attempt, ts, kind, source, message,
-                        json.loads(data_json) if data_json else {}, self.who)
+        return self.add_events([(job_id, kind, message, source, attempt, data)])[0]
 
     def add_events(self, events: list[tuple[str | None, str, str, str, int | None, dict[str, Any] | None]]) -> list[EventRow]:
         """:meth:`add_event` of many (job id, kind, message, source, attempt, data) at once: one
@@ -982,6 +968,7 @@ class Store:
                       redact(json.dumps(data, default=str)) if data else None, self.who)
                      for job_id, kind, message, source, attempt, data in events[start:start + 500]]
             marks = ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
+            # fetchall: SQLite finishes the statement (and its write) only when stepped to the end.
             ids = sorted(row[0] for row in self._db.execute(
                 f"INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json, who) VALUES {marks}"
                 " RETURNING id", [value for row in chunk for value in row]).fetchall())

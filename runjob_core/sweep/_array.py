@@ -94,9 +94,13 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     with store.transaction():  # one commit for 1,000 scripts, not 1,000
         store.set_scripts({job_row.id: rendered.script for job_row, _job, _attempt, rendered in prepared})
         # Jobs made by this run (every one prepared here): none has its estimates yet.
-        checks = [(job_row.id, (estimates or {}).get(job_row.sweep_index)) for job_row, _job, _attempt, _r in prepared]
-        events = [(job_id, lifecycle.estimates_event(found)) for job_id, found in checks if found and found.estimates]
-        store.add_events([(job_id, "estimates", message, "runjob", None, data) for job_id, (message, data) in events])
+        events = []
+        for job_row, *_rest in prepared:
+            checks = (estimates or {}).get(job_row.sweep_index)
+            if checks is not None and checks.estimates:
+                message, data = lifecycle.estimates_event(checks)
+                events.append((job_row.id, "estimates", message, "runjob", None, data))
+        store.add_events(events)
     staged = [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
               for job_row, job, attempt, rendered in prepared]
     # A backend that takes the folders' files puts them in place itself (SLURM: one bundle

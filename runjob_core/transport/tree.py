@@ -82,13 +82,10 @@ def _ustar(files: dict[str, tuple[str, int]], mtime: int) -> bytes | None:
     a path does not fit ustar's name and prefix fields."""
     blocks = []
     for rel, data, mode, link in _members(files):
-        header = _ustar_header(rel, 0 if link else len(data), mode, mtime, link)
-        if header is None:
+        member = _member(rel, data, mode, mtime, link)
+        if member is None:
             return None
-        blocks.append(header)
-        if not link:
-            blocks.append(data)
-            blocks.append(b"\0" * (-len(data) % 512))
+        blocks += member
     blocks.append(b"\0" * 1024)  # two empty blocks: the end of the archive
     return b"".join(blocks)
 
@@ -100,12 +97,20 @@ def members(files: dict[str, tuple[str | bytes, int]], mtime: int) -> bytes | No
     ustar's fields."""
     blocks = []
     for rel, (text, mode) in files.items():
-        data = _bytes(text)
-        header = _ustar_header(rel, len(data), mode, mtime, None)
-        if header is None:
+        member = _member(rel, _bytes(text), mode, mtime, None)
+        if member is None:
             return None
-        blocks += (header, data, b"\0" * (-len(data) % 512))
+        blocks += member
     return b"".join(blocks)
+
+
+def _member(rel: str, data: bytes, mode: int, mtime: int, link: str | None) -> list[bytes] | None:
+    """One ustar member's blocks: its header, then (unless it is a hard link to *link*) its
+    data padded to 512 bytes. None when *rel* does not fit ustar's fields."""
+    header = _ustar_header(rel, 0 if link else len(data), mode, mtime, link)
+    if header is None:
+        return None
+    return [header] if link else [header, data, b"\0" * (-len(data) % 512)]
 
 
 def _bytes(text: str | bytes) -> bytes:
