@@ -291,3 +291,59 @@ def test_a_warm_child_settles_the_wal_it_grew_after_its_answer(tmp_path):
     assert done.returncode == 0, done.stderr
     grown = int(re.search(r"WAL after the command: (\d+)", done.stdout).group(1))
     assert grown > 0 and "WAL after the answer: 0" in done.stdout, done.stdout
+
+
+def test_a_warm_child_gives_the_callers_streams_back_before_its_work_after_the_answer(tmp_path):
+    """Whoever reads a command's output (``$(runjob status)``, a pipe, the benchmarks' capture)
+    waits for every holder of the pipe to close it. A child that kept the caller's stdout until
+    it exited made that reader wait for its work after the answer and for the teardown of a
+    process of the warm one's size (~4 ms of each `runjob status`, issue 29). The probe stops the
+    child inside that work and looks at the pipe: it must be at its end already, with the
+    command's whole output before it; what the child writes then goes to the warm log."""
+    probe = textwrap.dedent("""
+        import os, socket, sys
+        from runjob_core.warm import server
+        prepared = server.preload()
+        gate_r, gate_w = os.pipe()
+        reached_r, reached_w = os.pipe()
+        def held_after_the_answer():
+            print("after the answer", flush=True)
+            os.write(reached_w, b"here")
+            os.read(gate_r, 1)
+        prepared.after_answer.append(held_after_the_answer)
+        out_r, out_w = os.pipe()
+        ours, theirs = socket.socketpair()
+        log = os.open("warm.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(log, 1)
+            os.dup2(log, 2)  # the warm process's own output: its log
+            ours.close()
+            os.close(out_r)
+            request = {"argv": ["runjob", "status", "--json"], "cwd": os.getcwd(), "env": dict(os.environ),
+                       "umask": 0o022, "encoding": ["utf-8"] * 3}
+            server._child(theirs, request, [os.open(os.devnull, os.O_RDONLY), out_w, os.dup(out_w)], prepared)
+        os.close(out_w)
+        theirs.close()
+        os.read(reached_r, 4)  # the child is held inside its work after the answer
+        os.set_blocking(out_r, False)
+        output = b""
+        try:
+            while chunk := os.read(out_r, 65536):
+                output += chunk
+            print("stdout ended while the child was held:", output.decode().strip())
+        except BlockingIOError:
+            print("stdout still open while the child was held")
+        reply = b""
+        while len(reply) < 10:
+            reply += ours.recv(10 - len(reply))
+        print("exit code:", int.from_bytes(reply[6:], "big", signed=True))
+        os.write(gate_w, b"go")
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "RUNJOB_HOME": str(tmp_path / ".runjob")})
+    assert done.returncode == 0, done.stderr
+    assert "stdout ended while the child was held: []" in done.stdout, done.stdout
+    assert "exit code: 0" in done.stdout
+    assert "after the answer" in (tmp_path / "warm.log").read_text()
