@@ -98,3 +98,20 @@ def test_the_job_folder_is_made_as_mkdir_p_would_make_it_through_a_linked_scratc
     for folder in (real / "jobs", real / "jobs" / "name", root, fresh):
         assert os.stat(folder).st_mode & 0o777 == 0o750, folder  # 0777 less the umask, as mkdir -p
     assert os.stat(logs).st_mode & 0o777 == 0o700  # there already: left as it was
+
+
+def test_a_small_tree_goes_as_plain_tar_and_a_large_one_gzipped(tmp_path):
+    """A single job's folder (~48 KB) unpacks sooner as it is than gzipped (no compression here,
+    no gzip process there); a sweep's folders, near-identical, shrink ~40x and go gzipped."""
+    from runjob_core.transport import tree
+
+    small = {"run.sh": ("#!/bin/bash\necho small\n", 0o755), "lib/job.py": ("y = 2\n" * 5_000, 0o644)}
+    command, stream = _tree_command(str(tmp_path / "small"), small, ())
+    assert "gzip" not in command and stream[257:262] == b"ustar" and len(stream) < tree.GZIP_FROM
+    subprocess.run(["bash", "-c", command], input=stream, check=True)
+    assert (tmp_path / "small" / "lib" / "job.py").read_text() == "y = 2\n" * 5_000
+    large = {f"el{i}/run.sh": (f"#!/bin/bash\necho {i}\n" + "# padding\n" * 100, 0o755) for i in range(100)}
+    command, stream = _tree_command(str(tmp_path / "large"), large, ())
+    assert command.startswith("gzip -d | ") and stream[:2] == b"\x1f\x8b" and len(stream) < tree.GZIP_FROM // 10
+    subprocess.run(["bash", "-c", command], input=stream, check=True)
+    assert (tmp_path / "large" / "el42" / "run.sh").read_text().startswith("#!/bin/bash\necho 42\n")
