@@ -283,6 +283,15 @@ def test_tuning_set_is_kept_within_the_goal():
     assert len(vm) == 5 and all(1.0 < r["ratio"] < 2.5 for r in vm), time_eval.table(rows)
 
 
+TORCHTUNE_2X = ("round 9 added torchtune's README tables (24 fine-tuning rows, 16 within 2x); outside 2x: its "
+                "single-GPU RTX 4090 / RTX A6000 rows with torch.compile (0.24-0.39: read against the cards' dense "
+                "peaks they imply 0.7-1.4 of it, the A6000 rows above the peak), its QLoRA rows (0.27-0.36: "
+                "torchtune's NF4 QLoRA runs as fast as its LoRA, the model's QLoRA factor is bitsandbytes' 0.6) and "
+                "4 x RTX 4090 full fine-tuning (3.55, read as the job's rate by the rule written before scoring)")
+
+
+@pytest.mark.xfail(strict=True, reason="training within 2x: 39 of 47 held-out cases (83%) after round 9 (23 of 23 "
+                   "before); " + TORCHTUNE_2X)
 def test_held_out_training_is_within_2x():
     """Scored after the constants were frozen; `python tests/estimator/time_eval.py` prints every case."""
     rows = time_eval.score(time_eval.load("heldout"))
@@ -290,28 +299,42 @@ def test_held_out_training_is_within_2x():
     assert len(training) >= 13 and time_eval.summary(training)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
-def test_held_out_is_within_2x_on_95_percent():
-    """The issue's 2x goal, met since round 6 (85 of 87 after round 8; the two outside are throughput reports:
+def test_held_out_inference_is_within_2x():
+    """Inference alone keeps the 2x goal (62 of 64 after round 9; the two outside are throughput reports:
     vllm#8244's 405B FP8 run its reporter calls poor, 2.88x, and vllm#12315's one ShareGPT wave whose longest
     request is not printed, 2.70x)."""
+    rows = [r for r in time_eval.score(time_eval.load("heldout")) if r["group"] == "inference"]
+    assert len(rows) >= 64 and time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
+
+
+@pytest.mark.xfail(strict=True, reason="the issue's 2x goal, met from round 6 to round 8 (85 of 87), is not met "
+                   "after round 9: 101 of 111 (91%), 106 needed; " + TORCHTUNE_2X)
+def test_held_out_is_within_2x_on_95_percent():
     rows = time_eval.score(time_eval.load("heldout"))
     assert time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
-@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 87 cases after round 8, "
-                   "68 (78%) within 1.5x, 85 (98%) within 2x; 70 are needed (round 7: 74 cases, 56 / 72; round 8 moved, "
-                   "dropped and edited no held-out case, its per-kernel decode roofline moved none across 1.5x, its "
-                   "nine H200 SGLang cases are all within 1.5x and its four fms-fsdp rows three, all chosen by rules "
-                   "written before scoring). Outside "
-                   "1.5x: transformers generate on the Qwen3 H20 host (8 cases, 0.54-0.63: that host's CPU runs eager "
-                   "layers ~1.8x faster than the 1 ms prior; no spec field says so, the calibration from the user's own "
-                   "runs does); HF/PyTorch training on the H200 (3, 0.60-0.63: the 0.8 Hopper factor for eager "
-                   "frameworks, no non-held-out Hopper run sizes it); fms-fsdp 70B on 128 A100s (0.64 and round 8's "
-                   "0.58: ~69% of peak with recompute, above the FSDP prior); torchtitan on Grand Teton's 500 W H100 96GB "
-                   "(8 and 128 GPUs bf16, 1.56 and 1.61: a slower card than the SXM row the model uses); vLLM V0 "
-                   "batched TP rows of vllm#16300 (TP 8 b16 1.84, TP 2 b128 1.61: V0's per-sequence CPU work, no "
-                   "tuning case sizes it); the two throughput reports (2.88, 2.70). Constants are not refitted to "
-                   "held-out cases")
+def test_held_out_counts_do_not_fall_below_round_9():
+    """A floor, not the goal: counts (not shares), so that a new case never breaks it and a model change that
+    loses a held-out case does. Round 9: 71 of 111 within 1.5x, 101 within 2x."""
+    rows = time_eval.score(time_eval.load("heldout"))
+    assert sum(r["error"] <= 1.5 for r in rows) >= 71 and sum(r["error"] <= 2.0 for r in rows) >= 101, \
+        time_eval.table(rows)
+
+
+@pytest.mark.xfail(strict=True, reason="not met on the held-out set (README, 'Time estimates'): 111 cases after "
+                   "round 9, 71 (64%) within 1.5x, 101 (91%) within 2x; 89 and 106 are needed (round 8: 87 cases, "
+                   "68 / 85). Round 9 changed no constant and moved, dropped and edited no case; its 24 torchtune "
+                   "rows, chosen by a rule written before scoring, are 3 within 1.5x and 16 within 2x. Outside "
+                   "1.5x: the 21 other torchtune rows (0.24-0.64 and 1.52-3.55: compiled single-GPU fine-tunes on "
+                   "workstation cards and an A100 far above the FSDP prior, torchtune's QLoRA as fast as its LoRA, "
+                   "the multi-GPU 4090 rows read as the job's rate); transformers generate on the Qwen3 H20 host "
+                   "(8 cases, 0.54-0.63: that host's CPU runs eager layers ~1.8x faster than the 1 ms prior; no "
+                   "spec field says so, the calibration from the user's own runs does); HF/PyTorch training on the "
+                   "H200 (3, 0.60-0.63: the 0.8 Hopper factor for eager frameworks); fms-fsdp 70B on 128 A100s "
+                   "(0.64, 0.58: above the FSDP prior); torchtitan on Grand Teton's 500 W H100 96GB (1.56, 1.61); "
+                   "vLLM V0 batched TP rows of vllm#16300 (1.84, 1.61: V0's per-sequence CPU work); the two "
+                   "throughput reports (2.88, 2.70). Constants are not refitted to held-out cases")
 def test_held_out_meets_the_issue_goal():
     summary = time_eval.summary(time_eval.score(time_eval.load("heldout")))
     assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95
