@@ -4,6 +4,7 @@ One suite for both backends: the ``state`` fixture (tests/conftest.py) is a SQLi
 PostgreSQL schema of the test server's; tests of SQLite files from older runjobs stay SQLite's.
 """
 
+import time
 from pathlib import Path
 import pytest
 
@@ -227,9 +228,9 @@ def test_a_schema_2_database_gains_the_metrics_table_and_keeps_its_rows(tmp_path
 
 
 def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(state, monkeypatch):
-    from runjob_core import store as store_module
+    from runjob_core.store import outputs
 
-    monkeypatch.setattr(store_module, "MAX_METRIC_POINTS", 10)
+    monkeypatch.setattr(outputs, "MAX_METRIC_POINTS", 10)
     store = state.open()
     job = make_job(store)
     store.add_metrics(job, 1, [("loss", float(s), None, float(s)) for s in range(11)], source="test")
@@ -241,15 +242,15 @@ def test_metric_series_are_thinned_past_the_bound_keeping_both_ends(state, monke
 
 
 def test_migration_steps_run_once_in_order(state, monkeypatch):
-    from runjob_core import store as store_module
+    from runjob_core.store import schema
 
     first = state.open()
     job = make_job(first)
     first.close()
-    current = store_module.SCHEMA_VERSION
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", current + 1)
-    monkeypatch.setattr(store_module, "_MIGRATIONS",
-                        {**store_module._MIGRATIONS, current: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
+    current = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setattr(schema, "_MIGRATIONS",
+                        {**schema._MIGRATIONS, current: ("ALTER TABLE jobs ADD COLUMN priority INTEGER DEFAULT 3",)})
     for _ in range(2):  # the second open finds the new schema and does nothing
         reopened = state.open()
         assert reopened._db.execute("SELECT priority FROM jobs WHERE id = ?", (job,)).fetchone()[0] == 3
@@ -390,7 +391,7 @@ def test_processes_opening_a_new_sqlite_state_at_once_all_open_it(tmp_path):
 def test_job_ids_made_in_one_second_never_repeat(monkeypatch):
     # A 10,000-element sweep makes its ids in a second or two: with 24 random bits a
     # 1,000-element sweep repeated one 3% of the time (UNIQUE constraint failed: jobs.id).
-    monkeypatch.setattr(store_module.time, "time", lambda: 1_800_000_000.0)
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.0)
     ids = [store_module.new_job_id() for _ in range(20_000)]
     assert len(set(ids)) == len(ids)
     # The same shape as before: SLURM's reattach reads the seconds back from an id.

@@ -42,9 +42,14 @@ def is_postgres(url: str) -> bool:
     return urlsplit(url).scheme.lower() in _POSTGRES_SCHEMES
 
 
+def state_dir(cwd: Path | None = None) -> Path:
+    """The folder holding state.db: $RUNJOB_HOME, else ./.runjob."""
+    override = os.environ.get("RUNJOB_HOME")
+    return Path(override) if override else (cwd or Path.cwd()) / ".runjob"
+
+
 def _config_files() -> list[Path]:
-    home = os.environ.get("RUNJOB_HOME")
-    folder = Path(home) if home else Path.cwd() / ".runjob"
+    folder = state_dir()
     user = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "runjob"
     return [folder / "config.yaml", user / "config.yaml"]
 

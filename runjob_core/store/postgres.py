@@ -88,7 +88,7 @@ def _row_class(names: tuple[str, ...]) -> type:
 
 
 def plain_rows(cursor) -> None:
-    """Have *cursor* give plain tuples (see ``runjob_core.store._make_all``)."""
+    """Have *cursor* give plain tuples (see :func:`runjob_core.store.rows.to_records`)."""
     from psycopg.rows import tuple_row
 
     cursor.row_factory = tuple_row
