@@ -42,24 +42,24 @@ def _time(total, limit=None, kind="lora", source="first-principles"):
 def test_range_and_segments_at_its_high_end():
     t = _time(10 * 3600, limit=3600)
     time_range.apply_range(t)
-    assert t["range_seconds"] == pytest.approx([10 * 3600 / 3.0, 30 * 3600]) and t["segments_max"] == 30
-    assert t["tokens_per_s_range"] == [333.3, 3000.0]
+    assert t["range_seconds"] == pytest.approx([10 * 3600 / 2.8, 28 * 3600]) and t["segments_max"] == 28
+    assert t["tokens_per_s_range"] == [357.1, 2800.0]
     measured = _time(3600.0, source="measured")
     time_range.apply_range(measured)
     assert measured["range_seconds"][1] == pytest.approx(3600 * 1.15)
     unknown = _time(None)
     time_range.apply_range(unknown)
-    assert unknown["range_seconds"] is None and unknown["tokens_per_s_range"] == [333.3, 3000.0]
+    assert unknown["range_seconds"] is None and unknown["tokens_per_s_range"] == [357.1, 2800.0]
 
 
 def test_the_suggested_limit_is_the_high_end_or_the_partition_maxtime():
     t = _time(3600.0)
     time_range.apply_range(t)
     time_range.suggest_limit(t)
-    # 1 h x 3.0 x 1.1 = 11,880 s, rounded up to 5 min
-    assert t["suggested_seconds"] == 12000 and "high end" in t["suggested_because"]
+    # 1 h x 2.8 x 1.1 = 11,088 s, rounded up to 5 min
+    assert t["suggested_seconds"] == 11100 and "high end" in t["suggested_because"]
     time_range.suggest_limit(t, partition_seconds=4 * 3600)
-    assert t["suggested_seconds"] == 12000
+    assert t["suggested_seconds"] == 11100
     time_range.suggest_limit(t, partition_seconds=3600)
     assert t["suggested_seconds"] == 3600 and "MaxTime" in t["suggested_because"]
 
@@ -78,7 +78,7 @@ def test_a_limit_that_holds_the_estimate_but_not_its_high_end_is_warned():
     judged = _finish(t, time="1:00:00")
     assert "fits the 1:00:00 limit" in judged.summary
     [warning] = judged.data["warnings"]
-    assert "not at its high end (2:30:00)" in warning and "ask for resources.time 2:45:00" in warning
+    assert "not at its high end (2:20:00)" in warning and "ask for resources.time 2:35:00" in warning
 
 
 def test_a_limit_far_above_the_high_end_is_told_what_would_do():
@@ -90,7 +90,7 @@ def test_a_limit_far_above_the_high_end_is_told_what_would_do():
 def test_without_a_limit_the_line_names_the_limit_to_ask_for():
     t = _time(3600.0)
     judged = _finish(t)
-    assert "about 60 min (20-180 min)" in judged.summary and "ask for resources.time 3:20:00" in judged.summary
+    assert "about 60 min (21-168 min)" in judged.summary and "ask for resources.time 3:05:00" in judged.summary
 
 
 def test_a_job_that_cannot_resume_is_told_the_suggested_limit():
@@ -98,7 +98,7 @@ def test_a_job_that_cannot_resume_is_told_the_suggested_limit():
     job = job_from_mapping({**LORA, "resources": {**LORA["resources"], "time": "1:00:00"}, "resume": {"auto": False}},
                            source="lora.yaml")
     [judged] = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": t})])
-    assert judged.fits is False and any("resources.time >= 16:30:00" in s for s in judged.suggestions)
+    assert judged.fits is False and any("resources.time >= 15:25:00" in s for s in judged.suggestions)
 
 
 
@@ -141,12 +141,12 @@ def test_a_finished_job_calibrates_estimates_with_other_settings(runjob_home):
 
 
 def test_more_segments_at_the_high_end_than_max_timeouts_is_warned():
-    t = _time(10 * 3600.0, limit=3600.0)  # 10 segments at the estimate, 30 at its high end
+    t = _time(10 * 3600.0, limit=3600.0)  # 10 segments at the estimate, 28 at its high end
     job = job_from_mapping({**LORA, "resources": {**LORA["resources"], "time": "1:00:00"}, "resume": {"max_timeouts": 12}},
                            source="lora.yaml")
     [judged] = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": t})])
     assert judged.fits is None and "10 segments" in judged.data["warnings"][0]
-    assert "needs 30 segments, more than resume.max_timeouts=12: raise it to 30" in judged.data["warnings"][1]
+    assert "needs 28 segments, more than resume.max_timeouts=12: raise it to 28" in judged.data["warnings"][1]
 
 
 def test_without_resources_time_a_long_partition_limit_gets_the_shorter_one_that_would_do():
