@@ -7,6 +7,7 @@ import pytest
 from runjob_core import lifecycle, monitor
 from runjob_core.monitor import observe
 from runjob_core.config import job_from_mapping
+from runjob_core.testing import wait_until
 
 
 @pytest.fixture
@@ -94,3 +95,29 @@ def test_state_events_give_an_exit_code_only_where_it_tells_something(state, cod
     from runjob_core.models import JobStatus
 
     assert observe.telling_exit_code(JobStatus(state=state, source="test", exit_code=code)) is shown
+
+
+def test_a_kill_seen_in_the_log_before_the_job_ended_is_still_retried(ctx, runjob_home):
+    """kill -9 of the training process: bash's "Killed" line and the exit code 137 reach the log
+    a moment before the scheduler reports the job ended (the script's own epilogue runs first).
+    A cycle in that moment records the "killed" finding (a retry) while the job is RUNNING, when
+    nothing is done about it; at the end the log has nothing new and the scheduler's FAILED 137
+    is the same label, not reported again. The retry was decided on the ending cycle's findings
+    alone, so the job ended FAILED with no resume (test_kill_9_mid_training... on CI, 2026-12-06).
+    The gate holds the job between the two cycles, as the load did."""
+    gate = runjob_home / "gate"
+    command = ('if [ "$RUNJOB_ATTEMPT" = 1 ]; then echo "step 1"; echo "run.1.sh: line 3: 4242 Killed python train.py"; '
+               'echo "the command ended: exit code 137"; '
+               f'while [ ! -e {gate} ]; do sleep 0.1; done; exit 137; fi; echo "attempt $RUNJOB_ATTEMPT done"')
+    row = start(ctx, {"name": "killed-early", "command": command})
+    log = Path(ctx.store.latest_attempt(row.id).submission.log_path)
+    wait_until(lambda: log.exists() and "exit code 137" in log.read_text(), what="the kill in the log")
+    monitor.cycle(ctx, [row.id])  # the job still runs: the finding is recorded, nothing is done
+    seen = [e for e in ctx.store.events(row.id, kinds=("finding",)) if e.data.get("label") == "killed"]
+    assert seen and seen[0].data["action"] == "retry" and ctx.store.latest_attempt(row.id).state == "RUNNING"
+    gate.write_text("")
+    monitor.watch(ctx, [row.id], min_interval=0.2, max_interval=1.0)
+    attempts = ctx.store.attempts(row.id)
+    resuming = ctx.store.events(row.id, kinds=("resuming",))
+    assert [(a.n, a.state) for a in attempts] == [(1, "FAILED"), (2, "COMPLETED")], (attempts, resuming)
+    assert resuming and resuming[0].attempt == 1 and "killed" in resuming[0].message

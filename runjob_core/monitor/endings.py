@@ -38,10 +38,7 @@ def finish_pending(monitor: MonitorState, job_ids: list[str] | None) -> bool:
         latest = store.latest_attempt(job_id)
         if latest is not None and latest.n == n and latest.submission_json:
             status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
-            findings = [Finding(label=e.data.get("label", ""), severity=e.data.get("severity", "info"), message=e.message,
-                                action=e.data.get("action", "continue"), source=e.source, line=e.data.get("line"),
-                                text=e.data.get("text"))
-                        for e in store.events(job_id, kinds=("finding",)) if e.attempt == n]
+            findings = recorded_findings(store, job_id, n)
             row = store.job_heads([job_id])[job_id]
             apply_actions(monitor, latest, monitor.submission(latest), status, findings, view_of(job_id, row.name, latest))
             done = True
@@ -93,11 +90,33 @@ def _after_early_end(monitor: MonitorState, row, attempt: AttemptRow, status: Jo
                      stops: list[Finding], view: JobView) -> None:
     if (status.state in RESUMABLE_STATES or _resumable_loss(status)) and not stops:
         _maybe_resume(monitor.context, row, attempt, status, view)
-    elif status.state == FAILED and not stops and any(f.action == "retry" for f in findings):
-        maybe_retry(monitor, row, attempt, status, findings, view)
+    elif status.state == FAILED and not stops and (retries := _retry_findings(monitor.context, attempt, findings)):
+        maybe_retry(monitor, row, attempt, status, retries, view)
     elif status.state == FAILED and status.exit_code == RESUME_EXIT_CODE and not stops:
         # The job saved on the time-limit warning and asked to be resumed.
         _maybe_resume(monitor.context, row, attempt, attrs.evolve(status, state=TIMEOUT, reason="stopped early to resume"), view)
+
+
+def _retry_findings(context: RunContext, attempt: AttemptRow, findings: list[Finding]) -> list[Finding]:
+    """The attempt's findings that ask for a retry: this cycle's, and those a cycle recorded while
+    it still ran. A kill's "Killed" line and exit code 137 reach the log a moment before the
+    scheduler reports the end (the script's own epilogue runs first): a cycle in that moment
+    records the finding when nothing is to be done yet, and the ending cycle does not report
+    the same label again."""
+    retries = [f for f in findings if f.action == "retry"]
+    labels = {f.label for f in retries}
+    for finding in recorded_findings(context.store, attempt.job_id, attempt.n):
+        if finding.action == "retry" and finding.label not in labels:
+            labels.add(finding.label)
+            retries.append(finding)
+    return retries
+
+
+def recorded_findings(store, job_id: str, n: int) -> list[Finding]:
+    """The findings recorded for attempt *n* of *job_id*, as the health checks made them."""
+    return [Finding(label=e.data.get("label", ""), severity=e.data.get("severity", "info"), message=e.message,
+                    action=e.data.get("action", "continue"), source=e.source, line=e.data.get("line"), text=e.data.get("text"))
+            for e in store.events(job_id, kinds=("finding",)) if e.attempt == n]
 
 
 def _resumable_loss(status: JobStatus) -> bool:

@@ -115,6 +115,8 @@ def test_kill_9_mid_training_is_a_kill_and_resumes_to_max_steps(ctx, frameworks_
     labels = {e.data.get("label") for e in ctx.store.events(row.id, kinds=("finding",)) if e.attempt == 1}
     assert "killed" in labels and "host_oom" not in labels, labels
     resumed = ctx.store.events(row.id, kinds=("resuming",))
-    assert resumed and "/checkpoint-" in resumed[0].message
+    said = [(e.attempt, e.kind, e.message) for e in ctx.store.events(row.id, kinds=("finding", "resuming", "resume_refused",
+                                                                                 "resume_failed", "resume_skipped", "state"))]
+    assert resumed and "/checkpoint-" in resumed[0].message, said
     assert last.n == 2 and last.state == "COMPLETED"
     assert remote_json(ctx, last.submission.results_dir + "/summary.json")["global_step"] == 60
