@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -19,10 +21,15 @@ from runjob_core.testing import one_line_error, run_cli, wait_until
 
 
 @pytest.fixture
-def warm_env(tmp_path: Path):
-    """A private socket folder (so this test's warm process is its own) and the warm path on."""
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+def warm_env():
+    """A private socket folder (so this test's warm process is its own) and the warm path on.
+
+    Short, not under tmp_path: a socket folder whose path is over runjob_core.warm's 80
+    characters is replaced by the shared /tmp/runjob-warm-UID, and pytest-xdist's tmp_path
+    (".../pytest-N/popen-gw0/test_commands_run_in_the_warm_0/run/runjob/warm", 88) is one; that
+    is why these tests timed out in the parallel run and nowhere else."""
+    run = Path(tempfile.mkdtemp(prefix="rjw-"))
+    assert len(str(run / "runjob" / "warm")) <= _warm._FOLDER_MAX
     env = {"RUNJOB_WARM": "1", "XDG_RUNTIME_DIR": str(run), "RUNJOB_WARM_IDLE": "120"}
     yield env
     for log in (run / "runjob" / "warm").glob("*.sock.log"):
@@ -32,6 +39,7 @@ def warm_env(tmp_path: Path):
                 os.kill(int(match.group(1)), signal.SIGTERM)  # the warm process this test started
             except ProcessLookupError:
                 pass  # it found itself stale and ended already
+    shutil.rmtree(run, ignore_errors=True)
 
 
 def _log(env: dict) -> Path:
@@ -47,11 +55,15 @@ def _start(env: dict, cwd: Path) -> None:
     first = run_cli("status", cwd=cwd, env={**env, "RUNJOB_HOME": str(cwd / ".runjob")})
     assert first.returncode == 0, first.stderr
     folder = Path(env["XDG_RUNTIME_DIR"]) / "runjob" / "warm"
-    wait_until(lambda: list(folder.glob("*.sock")) and "serving" in _log(env).read_text(), what="the warm process")
+    try:
+        wait_until(lambda: list(folder.glob("*.sock")) and "serving" in _log(env).read_text(), what="the warm process")
+    except AssertionError as exc:
+        held = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else "nothing: it was never made"
+        logs = {p.name: p.read_text(errors="replace")[-2000:] for p in folder.glob("*.log")}
+        raise AssertionError(f"{exc}; the socket folder {folder} holds {held}; logs: {logs}") from None
     assert _served(env) == []  # the first command ran itself: there was no warm process yet
 
 
-@pytest.mark.serial  # timed out waiting for the warm process inside the parallel CI run: see ./dev
 def test_commands_run_in_the_warm_process_with_the_callers_folder_environment_and_output(tmp_path, warm_env):
     one, two = tmp_path / "one", tmp_path / "two"
     for work in (one, two):
@@ -85,7 +97,6 @@ def test_commands_run_in_the_warm_process_with_the_callers_folder_environment_an
     assert _served(warm_env)[-1] == "health"
 
 
-@pytest.mark.serial  # timed out waiting for the warm process inside the parallel CI run: see ./dev
 def test_a_warm_process_whose_code_changed_on_disk_is_not_used(tmp_path, warm_env):
     # A folder on the import path stands for the installed code: a change there (an edit,
     # an upgrade, a plugin installed) makes the warm process stale.
