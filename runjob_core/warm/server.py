@@ -333,7 +333,10 @@ def _child(conn: socket.socket, request: dict, fds: list[int], prepared) -> NoRe
             sys.stderr.flush()
         except (OSError, ValueError):
             pass  # the caller's pipe closed: its exit code still goes back
-        _let_go_of_streams(log)
+        try:
+            _let_go_of_streams(log)
+        except OSError:
+            pass  # no descriptor to spare: the reader sees the end when this process exits, as it always did
         try:
             conn.sendall(_warm.EXIT + int(code).to_bytes(4, "big", signed=True))
         except OSError:
