@@ -172,12 +172,19 @@ def status_section(args, env: dict, context, work: Path, name: str, env_vars: di
     subprocess.run(status, cwd=work, env=env_vars, check=True, capture_output=True)  # the warm process is up
     watcher = sqlite3.connect(work / ".runjob" / "state.db")
     version = lambda: watcher.execute("PRAGMA data_version").fetchone()[0]  # noqa: E731 - moves on another connection's commit
-    wrote = []
+    # What the store holds, row by row: data_version also moves when a WAL checkpoint resets the log
+    # (the warm child settles a WAL over 1 MiB after answering), which writes no row.
+    content = lambda: watcher.execute(  # noqa: E731
+        "SELECT (SELECT max(id) FROM events), (SELECT count(*) FROM leases),"
+        " (SELECT group_concat(job_id || n || state || coalesce(reason, '') || coalesce(step, '')) FROM attempts),"
+        " (SELECT group_concat(id || state || coalesce(outcome, '')) FROM jobs)").fetchone()
+    wrote, moved = [], []
 
     def one_status(environ: dict) -> None:
-        before = version()
+        before, rows = version(), content()
         subprocess.run(status, cwd=work, env=environ, check=True, capture_output=True)
-        wrote.append(version() != before)
+        moved.append(version() != before)
+        wrote.append(content() != rows)
 
     runs = [lambda: subprocess.run(squeue, check=True, capture_output=True), lambda: one_status(env_vars),
             lambda: one_status(cold_env)]
@@ -191,7 +198,8 @@ def status_section(args, env: dict, context, work: Path, name: str, env_vars: di
     samples = time_interleaved(runs, args.reps)
     show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", list(zip(labels, samples)),
          target="runjob status at most 1.2x")
-    print(f"  status processes that wrote to the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0)")
+    print(f"  status processes that changed a row of the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0);"
+          f" that moved its data_version (a WAL checkpoint counts): {sum(moved)}")
     watcher.close()
 
 
