@@ -38,7 +38,7 @@ def finish_pending(monitor: MonitorState, job_ids: list[str] | None) -> bool:
         latest = store.latest_attempt(job_id)
         if latest is not None and latest.n == n and latest.submission_json:
             status = JobStatus(state=latest.state, source="runjob-store", exit_code=latest.exit_code, reason=latest.reason)
-            findings = recorded_findings(store, job_id, n)
+            findings = _recorded_findings(store, job_id, n)
             row = store.job_heads([job_id])[job_id]
             apply_actions(monitor, latest, monitor.submission(latest), status, findings, view_of(job_id, row.name, latest))
             done = True
@@ -105,14 +105,14 @@ def _retry_findings(context: RunContext, attempt: AttemptRow, findings: list[Fin
     the same label again."""
     retries = [f for f in findings if f.action == "retry"]
     labels = {f.label for f in retries}
-    for finding in recorded_findings(context.store, attempt.job_id, attempt.n):
+    for finding in _recorded_findings(context.store, attempt.job_id, attempt.n):
         if finding.action == "retry" and finding.label not in labels:
             labels.add(finding.label)
             retries.append(finding)
     return retries
 
 
-def recorded_findings(store, job_id: str, n: int) -> list[Finding]:
+def _recorded_findings(store, job_id: str, n: int) -> list[Finding]:
     """The findings recorded for attempt *n* of *job_id*, as the health checks made them."""
     return [Finding(label=e.data.get("label", ""), severity=e.data.get("severity", "info"), message=e.message,
                     action=e.data.get("action", "continue"), source=e.source, line=e.data.get("line"), text=e.data.get("text"))

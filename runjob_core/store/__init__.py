@@ -239,7 +239,7 @@ class Store(Jobs, Attempts, Activity, Outputs):
         connection takes the same SQL (``?`` parameters, SQLite's types). Write inside
         :meth:`transaction`: two runjob processes then never interleave."""
         if schema not in self._plugin_schemas:
-            with self._transaction():  # executescript would commit the open transaction
+            with self.transaction():  # executescript would commit the open transaction
                 for statement in schema.split(";"):
                     if statement.strip():
                         self._db.execute(statement)

@@ -26,7 +26,7 @@ class Attempts(Tables):
     def begin_attempt(self, job_id: str, *, resumed_from: str | None = None, n: int | None = None) -> AttemptRow:
         """Record a new attempt as SUBMITTING with its tag, before anything is submitted.
         *n*: its number when the cluster told it already (an adopted job's attempt)."""
-        with self._transaction():
+        with self.transaction():
             if n is None:
                 n = self._db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]
             tag = attempt_tag(job_id, n)
@@ -42,7 +42,7 @@ class Attempts(Tables):
         :meth:`create_job`, ``job_id`` given) in one transaction and two statements, each job
         ``SUBMITTING`` at once: a 1,000-element sweep's elements, where one at a time was 4,000."""
         now = time.time()
-        with self._transaction():
+        with self.transaction():
             self._db.executemany(
                 "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, created_at, state,"
                 " who, sweep_id, sweep_index) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -56,7 +56,7 @@ class Attempts(Tables):
     def record_submissions(self, submissions: list[tuple[str, int, str, str, float]]) -> None:
         """:meth:`record_submission` of many (job id, n, submission JSON, backend job id,
         submitted at) in one transaction and two statements."""
-        with self._transaction():
+        with self.transaction():
             self._db.executemany(
                 "UPDATE attempts SET state = 'PENDING', backend_job_id = ?, submission_json = ?, submitted_at = ?"
                 " WHERE job_id = ? AND n = ?",
@@ -76,7 +76,7 @@ class Attempts(Tables):
         if fields.get("reason"):
             fields["reason"] = redact(fields["reason"])
         assignments = ", ".join(f"{k} = ?" for k in fields)
-        with self._transaction():
+        with self.transaction():
             self._db.execute(f"UPDATE attempts SET {assignments} WHERE job_id = ? AND n = ?", (*fields.values(), job_id, n))
             if "state" in fields:
                 latest = self._db.execute("SELECT MAX(n) FROM attempts WHERE job_id = ?", (job_id,)).fetchone()[0]

@@ -62,7 +62,7 @@ class Outputs(Tables):
         grew past MAX_METRIC_POINTS."""
         if not points:
             return
-        with self._transaction():
+        with self.transaction():
             self._db.executemany(
                 "INSERT INTO metrics(job_id, attempt, series, step, ts, value, source) VALUES (?,?,?,?,?,?,?)",
                 [(job_id, attempt, series, step, ts, value, source) for series, step, ts, value in points])

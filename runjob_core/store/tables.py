@@ -22,10 +22,6 @@ class Tables:
     path: Path | str
     who: str | None
 
-    def _transaction(self) -> Transaction:
-        # The store's own methods; everyone else says store.transaction().
-        return Transaction(self._db)
-
     def transaction(self) -> Transaction:
         """``with store.transaction():`` the writes in the block land together or not at all
         (a full disk mid-way loses nothing: the block is done again). Re-entrant."""
