@@ -14,6 +14,7 @@ import attrs
 from runjob_core import config
 from runjob_core.errors import ConfigError
 from runjob_core.models import JobSpec
+from runjob_core.sweep._jobs import element_jobs
 from runjob_core.sweep._spec import SweepElement, expand_sweep
 
 #: Element problems shown before "... and N more".
@@ -46,7 +47,9 @@ class Sweep:
 
     @_stored.default
     def _spec_texts(self) -> tuple[tuple[str, str], ...]:
-        return tuple(config.spec_json_and_hash(j) for j in self.jobs)
+        from runjob_core.config._spec_texts import spec_texts
+
+        return tuple(spec_texts(self.jobs))
 
     @job_hashes.default
     def _job_hashes(self) -> tuple[str, ...]:
@@ -93,12 +96,7 @@ def sweep_from_mapping(raw: Any, *, source: str, base_dir: str = ".", allow_larg
     if not isinstance(raw.get("name"), str):
         raise ConfigError(source, [f"{source}: $.name: a sweep needs a name (each element's job is NAME-<values>)"])
     elements = expand_sweep(raw, source, allow_large=allow_large)
-    jobs, problems = [], []
-    for element in elements:
-        try:
-            jobs.append(config.job_from_mapping(element.spec, source=source, base_dir=base_dir))
-        except ConfigError as exc:
-            problems += [f"sweep element {element.index} ({element.name}): {p}" for p in exc.problems]
+    jobs, problems = element_jobs(elements, source=source, base_dir=base_dir)
     if problems:
         more = [f"... and {len(problems) - _SHOWN} more"] if len(problems) > _SHOWN else []
         raise ConfigError(source, problems[:_SHOWN] + more)
