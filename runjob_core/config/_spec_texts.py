@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from runjob_core.config import plain_json
 from runjob_core.models import JobSpec
 
 
@@ -81,7 +82,7 @@ def _section(job: JobSpec, name: str, value: Any, top: set[int], later, not_hash
     (None: not hashed)."""
     if attrs.has(type(value)):
         plain = attrs.asdict(value, recurse=True)  # what attrs.asdict(job) holds for it
-    elif _plain(value):
+    elif plain_json(value):
         plain = value  # written as attrs.asdict's copy of it would be (a tuple as a list)
     else:  # a set, a record in a dict, a key that is not a string: attrs.asdict(job)'s own
         # (the filter keeps this one field at the top and every field below it)
@@ -96,15 +97,3 @@ def _section(job: JobSpec, name: str, value: Any, top: set[int], later, not_hash
                 plain.pop(key, None)
     return stored, encoders[1].encode(plain)  # json.dumps(.., sort_keys=True, separators=(",", ":"), default=str)
 
-
-def _plain(value: Any) -> bool:
-    """Whether *value* is JSON's own data (strings, numbers, booleans, None, lists, tuples,
-    mappings with string keys), which ``attrs.asdict`` copies without changing what JSON
-    makes of it."""
-    if value is None or type(value) in (str, int, float, bool):
-        return True
-    if type(value) in (list, tuple):
-        return all(_plain(v) for v in value)
-    if type(value) is dict:
-        return all(type(k) is str and _plain(v) for k, v in value.items())
-    return False

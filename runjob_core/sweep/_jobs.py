@@ -29,7 +29,7 @@ from runjob_core.sweep._spec import SweepElement, _target
 _NOT_PLAIN = object()
 
 
-def element_jobs(elements: list[SweepElement], *, source: str, base_dir: str) -> tuple[list[JobSpec], list[str]]:
+def element_specs(elements: list[SweepElement], *, source: str, base_dir: str) -> tuple[list[JobSpec], list[str]]:
     """Each element's job spec, in order, and the problems of those that are not valid jobs
     (``sweep element I (NAME): ...``, every problem of each)."""
     from cattrs.errors import BaseValidationError
