@@ -100,3 +100,37 @@ def test_a_bad_section_no_element_touches_fails_every_element_as_before():
         sweep_from_mapping(spec, source="b.yaml")
     assert len(exc.value.problems) == 2
     assert all("$.resources.gpus" in p for p in exc.value.problems)
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"i": 5}, {"lr": 1e-05, "on": True, "none": None, "s": 'é"x\n', "nan": float("nan"), "inf": float("-inf"),
+                   "z": -0.0, "big": 10 ** 30, "a": 2.5},
+    {"nested": {"a": [1, 2]}}, {"list": [1, "x"]}, {"odd": {1, 2}},
+])
+def test_params_json_is_what_json_dumps_writes(params):
+    # Each element's params.json: written by line for plain values, the same bytes as before.
+    import json
+
+    from runjob_core.staging import params_json
+
+    assert params_json(params) == json.dumps(params, indent=2, sort_keys=True, default=str) + "\n"
+
+
+@pytest.mark.parametrize("comment_lines", [0, 3, 200])
+def test_array_resource_lines_are_the_whole_scripts(comment_lines):
+    # An array's #SBATCH resource lines are read from the head of its first script; a head of
+    # comments longer than that head must give what reading the whole script gives.
+    from runjob_slurm._array import _PER_JOB, _resources
+
+    script = "\n".join(["#!/bin/bash", "#SBATCH --job-name=x", "#SBATCH --partition=debug",
+                        *[f"# a comment line {i} " + "x" * 30 for i in range(comment_lines)],
+                        "#SBATCH --gres=gpu:1", "", "echo run", "#SBATCH --late=1", ""])
+    whole = []
+    for line in script.splitlines():
+        if line.startswith("#SBATCH"):
+            if line.split()[1].split("=")[0] not in _PER_JOB:
+                whole.append(line)
+        elif line.strip() and not line.startswith("#"):
+            break
+    assert _resources(script) == whole
+    assert "#SBATCH --gres=gpu:1" in whole and "#SBATCH --late=1" not in whole
