@@ -113,8 +113,9 @@ def _run(argv: list, env: dict, cwd: Path, **kwargs) -> subprocess.CompletedProc
     return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, timeout=60, **kwargs)
 
 
-@pytest.mark.parametrize("locale", [{"LANG": "C.UTF-8"}, {"LANG": "C"}, {}, {"LC_ALL": "C.UTF-8", "LANG": "C"}],
-                         ids=["utf8", "c-coerced", "no-locale", "lc-all"])
+@pytest.mark.parametrize("locale", [{"LANG": "C.UTF-8"}, {"LANG": "C"}, {}, {"LC_ALL": "C.UTF-8", "LANG": "C"},
+                                    {"LC_ALL": "C"}, {"LANG": "xx_YY.UTF-8"}, {"LC_CTYPE": "C", "LANG": "C.UTF-8"}],
+                         ids=["utf8", "c-coerced", "no-locale", "lc-all", "lc-all-c", "unknown-locale", "lc-ctype-c"])
 def test_the_native_client_sends_what_the_python_client_sends(client, run_dir, tmp_path, locale):
     listener = _Listener(run_dir, native.installed_key(client))
     try:
@@ -139,9 +140,18 @@ def test_the_native_client_sends_what_the_python_client_sends(client, run_dir, t
     ("a command that may read the terminal", ["run", "job.yaml"], {}),
     ("the warm path off", ["status"], {"RUNJOB_WARM": "0"}),
     ("PYTHONPATH changes the import path", ["status"], {"PYTHONPATH": "/nonexistent"}),
-    ("a non-UTF-8 locale", ["status"], {"LC_ALL": "en_US.ISO-8859-1"}),
+    ("a non-UTF-8 locale", ["status"], {"LC_ALL": "C.ISO-8859-1"}),
 ])
 def test_the_native_client_leaves_to_the_python_client_what_it_cannot_do_itself(client, run_dir, tmp_path, case, argv, extra):
+    if "C.ISO-8859-1" in extra.values():
+        # A Latin-1 locale of the test's own (glibc reads LOCPATH): the machine has only C and C.UTF-8.
+        locales = tmp_path / "locales"
+        locales.mkdir()
+        made = subprocess.run(["localedef", "-i", "C", "-f", "ISO-8859-1", str(locales / "C.ISO-8859-1")],
+                              capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            pytest.skip(f"localedef could not make a Latin-1 locale: {made.stderr.strip()}")
+        extra = {**extra, "LOCPATH": str(locales)}
     listener = _Listener(run_dir, native.installed_key(client))
     try:
         # The Python client in its place: --version is answered there, whatever the rest.

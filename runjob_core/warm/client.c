@@ -115,12 +115,11 @@ static void put_str_n(buffer *b, const char *s, size_t n) {
 
 static void put_str(buffer *b, const char *s) { put_str_n(b, s, strlen(s)); }
 
-/* Python's own C-locale coercion (PEP 538): the environment a Python client would pass on. */
+/* Python's own C-locale coercion (PEP 538), for a caller whose LC_CTYPE is the C locale: the
+   LC_CTYPE value a Python client would have set in its environment (and passed on), or NULL. */
 static const char *coerced_ctype(void) {
     const char *all = getenv("LC_ALL");
     if (all && *all) return NULL;
-    const char *now = setlocale(LC_CTYPE, NULL);
-    if (!now || strcmp(now, "C") != 0) return NULL;
     static const char *targets[] = {"C.UTF-8", "C.utf8", "UTF-8", NULL};
     for (int i = 0; targets[i]; i++)
         if (setlocale(LC_CTYPE, targets[i])) return targets[i];
@@ -133,9 +132,13 @@ static int build_request(buffer *b, int argc, char **argv) {
         const char *value = getenv(RJ_PYTHON_VARIABLES[i]);
         if (value && *value) return 0;
     }
+    /* Python's streams are UTF-8 in the C locale (UTF-8 mode, PEP 540; an unknown locale is the C
+       one too) and in a UTF-8 locale; any other encoding is the Python client's to handle. */
     setlocale(LC_CTYPE, "");
-    coerced = coerced_ctype();
-    if (!coerced && strcmp(nl_langinfo(CODESET), "UTF-8") != 0) return 0;
+    const char *now = setlocale(LC_CTYPE, NULL);
+    int c_locale = now && (strcmp(now, "C") == 0 || strcmp(now, "POSIX") == 0);
+    coerced = c_locale ? coerced_ctype() : NULL;
+    if (!c_locale && strcmp(nl_langinfo(CODESET), "UTF-8") != 0) return 0;
     char cwd[4096];
     if (!getcwd(cwd, sizeof cwd) || !valid_utf8((unsigned char *)cwd)) return 0;
     mode_t mask = umask(022);
