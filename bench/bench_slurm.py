@@ -29,16 +29,27 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import checkout_pythonpath, median_ms, show, time_call, time_interleaved  # noqa: E402
 
+from runjob_core import warm  # noqa: E402
 from runjob_core.testing import write_clusters_yaml  # noqa: E402
+from runjob_core.warm import native  # noqa: E402
 from runjob_slurm.testing import read_cluster_env, slurm_cluster_config  # noqa: E402
 
 BIN = Path(sys.executable).parent
+#: The warm path's Python client, as ``runjob`` runs it where no native client is installed.
+PYTHON_CLIENT = [sys.executable, str(Path(warm.__file__).parent / "python" / "runjob")]
+
+
+def client_in_use() -> str:
+    """What ``runjob`` is here: the native client (runjob_core/warm/client.c) or Python's console script."""
+    key = native.installed_key(str(BIN / "runjob"))
+    return "the native client" if key else "the Python console script (no native client installed)"
 
 
 def ssh_argv(env: dict[str, str], command: str) -> list[str]:
@@ -60,10 +71,12 @@ def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, co
         lambda: subprocess.run(control, check=True, capture_output=True),
         lambda: subprocess.run(submit, cwd=work, env=env_vars, check=True, capture_output=True),
         lambda: subprocess.run(submit, cwd=work, env=cold_env, check=True, capture_output=True),
+        lambda: subprocess.run([*PYTHON_CLIENT, *submit[1:]], cwd=work, env=env_vars, check=True, capture_output=True),
     ]
     labels = ["ssh -p 2222 host sbatch script (new connection)", "ssh with ControlMaster (connection shared)",
-              "runjob submit --yes (the default: warm process, shared agent)",
-              "runjob submit --yes, RUNJOB_WARM=0 (new process: imports, render, sbatch)"]
+              f"runjob submit --yes (the default: warm process, shared agent; runjob is {client_in_use()})",
+              "runjob submit --yes, RUNJOB_WARM=0 (new process: imports, render, sbatch)",
+              "runjob submit --yes, warm, through the Python client (no native client)"]
     if args.baseline:
         # Its own state too (and the two sides' schemas may differ: an index the other would use).
         before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline), "RUNJOB_HOME": str(_own_home(work, "before"))}
@@ -72,7 +85,8 @@ def submit_section(args, work: Path, env_vars: dict, submit: list, raw: list, co
         labels.append(f"before ({args.baseline}): runjob submit --yes, warm")
     rows = list(zip(labels, time_interleaved(runs, args.reps)))
     show("1. submit one small job", rows, target="runjob at most 1.0x ssh sbatch")
-    for label, row in (("warm process", rows[2]), ("RUNJOB_WARM=0", rows[3]), *(("before, warm", r) for r in rows[4:])):
+    for label, row in (("warm process", rows[2]), ("RUNJOB_WARM=0", rows[3]), ("warm, Python client", rows[4]),
+                       *(("before, warm", r) for r in rows[5:])):
         shared = median_ms(row[1]) / median_ms(rows[1][1])
         print(f"  runjob ({label}) vs ssh with ControlMaster: {shared:.2f}x (target: at most 3x)")
     subprocess.run([*control[:-2], "-O", "exit", control[-2]], capture_output=True)
@@ -178,24 +192,30 @@ def status_section(args, env: dict, context, work: Path, name: str, env_vars: di
         "SELECT (SELECT max(id) FROM events), (SELECT count(*) FROM leases),"
         " (SELECT group_concat(job_id || n || state || coalesce(reason, '') || coalesce(step, '')) FROM attempts),"
         " (SELECT group_concat(id || state || coalesce(outcome, '')) FROM jobs)").fetchone()
-    wrote, moved = [], []
+    wrote, moved, timed = [], [], {}
 
-    def one_status(environ: dict) -> None:
+    def one_status(row: int, environ: dict, program: list[str] = status[:1]) -> None:
+        """One status process, timed alone: the store's before/after reads (~ms at 2,000 jobs) are not its time."""
         before, rows = version(), content()
-        subprocess.run(status, cwd=work, env=environ, check=True, capture_output=True)
+        start = time.perf_counter()
+        subprocess.run([*program, *status[1:]], cwd=work, env=environ, check=True, capture_output=True)
+        timed.setdefault(row, []).append(time.perf_counter() - start)
         moved.append(version() != before)
         wrote.append(content() != rows)
 
-    runs = [lambda: subprocess.run(squeue, check=True, capture_output=True), lambda: one_status(env_vars),
-            lambda: one_status(cold_env)]
-    labels = ["ssh (ControlMaster) host squeue -h -u USER", "runjob status (the default: warm process, shared agent)",
-              "runjob status, RUNJOB_WARM=0"]
+    runs = [lambda: subprocess.run(squeue, check=True, capture_output=True), lambda: one_status(1, env_vars),
+            lambda: one_status(2, cold_env), lambda: one_status(3, env_vars, PYTHON_CLIENT)]
+    labels = ["ssh (ControlMaster) host squeue -h -u USER",
+              f"runjob status (the default: warm process, shared agent; runjob is {client_in_use()})",
+              "runjob status, RUNJOB_WARM=0", "runjob status, warm, through the Python client (no native client)"]
     if args.baseline:
         before_env = {**env_vars, "PYTHONPATH": checkout_pythonpath(args.baseline)}
         subprocess.run(status, cwd=work, env=before_env, check=True, capture_output=True)  # its warm process is up
-        runs.append(lambda: one_status(before_env))
+        runs.append(lambda: one_status(4, before_env))
         labels.append(f"before ({args.baseline}): runjob status, warm")
     samples = time_interleaved(runs, args.reps)
+    for row, own in timed.items():
+        samples[row] = own[-len(samples[row]):]  # the warm-up call, if any, left out
     show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", list(zip(labels, samples)),
          target="runjob status at most 1.2x")
     print(f"  status processes that changed a row of the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0);"

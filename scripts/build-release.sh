@@ -44,6 +44,15 @@ assert not missing and not broken, (missing, broken)
 print("[build] runjob plugins: " + ", ".join(sorted(found)) + ": no load error", file=sys.stderr)'
 "$fresh/venv/bin/runjob" init >/dev/null
 "$fresh/venv/bin/runjob" run examples/hello.yaml --yes >/dev/null
+# The native client from the wheel's own client.c, over the console script, then the same commands.
+if command -v cc >/dev/null; then
+  "$fresh/venv/bin/python" -m runjob_core.warm.native install >/dev/null
+  "$fresh/venv/bin/python" -m runjob_core.warm.native status | grep -q "native client" || { log "the native client was not installed"; exit 1; }
+  test "$("$fresh/venv/bin/runjob" --version)" = "runjob $version"
+  RUNJOB_WARM=1 "$fresh/venv/bin/runjob" status >/dev/null
+  RUNJOB_WARM=1 "$fresh/venv/bin/runjob" status >/dev/null
+  log "the native client: installed from the wheel's client.c, runjob --version and status through it"
+fi
 # The plugin guide's example backend, packaged as its reader would, installed against these wheels
 # (its runjob-core~= pin resolved by the built core) and run against the kit.
 cd - >/dev/null

@@ -23,7 +23,7 @@ DATA = {
     "runjob_core": ["runjob_core/py.typed", "runjob_core/templates/base.sbatch.j2", "runjob_core/templates/training.sbatch.j2",
                     "runjob_core/templates/vllm.sbatch.j2", "runjob_core/data/references/*.md",
                     "runjob_core/data/dashboard/dashboard.js", "runjob_core/data/examples/hello.yaml",
-                    "runjob_core/job/__init__.py"],
+                    "runjob_core/job/__init__.py", "runjob_core/warm/client.c", "runjob_core/warm/python/runjob"],
     "runjob_slurm": ["runjob_slurm/templates/*.j2"],
     "runjob_local": ["runjob_local/templates/*.j2"],
 }

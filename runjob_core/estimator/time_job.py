@@ -16,6 +16,9 @@ output_tokens                   mean generated length (default: model.max_tokens
                                 longest row sets how long a static batch (and a job's tail) runs
 framework                       hf (default) | trl | axolotl | deepspeed | fsdp | torchtitan | megatron | nemo
 precision                       bf16 (default) | fp8 (training)
+compile                         true: torch.compile of the model (training; x1.19 the achieved fraction)
+nf4_backend                     bnb (default) | torchao: whose NF4 QLoRA (torchao's dequantisation is
+                                counted in HBM bytes, bitsandbytes' as x0.6)
 ==============================  ========================================================
 
 Without rows, ``data.input`` is counted when it is a local ``.jsonl`` file. When the work is

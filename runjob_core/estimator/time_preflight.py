@@ -42,7 +42,8 @@ def time_object(est, model: str, *, work: dict[str, Any], limit_seconds: float |
                                     grad_checkpointing=bool(s.get("grad_checkpointing")),
                                     zero_stage=int(s.get("zero_stage") or 0), nodes=nodes,
                                     tp=int(s.get("tp") or 1) if framework in ("megatron", "nemo") else 1,
-                                    precision=precision, master_weights=bool(s.get("master_weights", True)))
+                                    precision=precision, master_weights=bool(s.get("master_weights", True)),
+                                    compiled=bool(s.get("torch_compile")), nf4_backend=str(s.get("nf4_backend") or "bnb"))
     out: dict[str, Any] = {"kind": est.kind, "tokens_per_s": rate.tokens_per_s, "seconds_per_step": rate.seconds_per_step
                            if est.kind != "inference" else None, "total_seconds": None, "segments": None,
                            "bound": rate.bound, "assumptions": list(rate.assumptions), "source": "first-principles",

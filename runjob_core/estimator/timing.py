@@ -47,8 +47,25 @@ LORA_FACTOR = 0.85
 #: QLoRA dequantises every NF4 weight in every forward and backward (bitsandbytes): ~40% slower
 #: than 16-bit LoRA in the QLoRA paper's own timings (Dettmers et al. 2023, arXiv:2305.14314).
 QLORA_FACTOR = 0.6
-#: FP8 training reaches a smaller share of its (twice as large) peak: ~1.4x bf16 end to end.
+#: FP8 training reaches a smaller share of its (twice as large) peak: ~1.4x bf16 end to end. A
+#: compiled figure: torchtitan runs its Float8 linears under torch.compile, so compile is not
+#: counted again for FP8 runs.
 FP8_FACTOR = 0.7
+#: ``params.compile`` (torch.compile of the model): inductor fuses the norms, rotary, activation
+#: and residual kernels. 68 / 57 = 1.19 from "Maximizing Training Throughput Using PyTorch FSDP and
+#: Torch.compile" (Team PyTorch at IBM and Meta, pytorch.org/blog/maximizing-training-throughput):
+#: a 7B model on A100s at 57% MFU eager, 68% compiled ("torch.compile improves training MFU between
+#: 10% and 23% for various model sizes"). For frameworks that run PyTorch modules only.
+COMPILE_SPEEDUP = 68.0 / 57.0
+COMPILE_FRAMEWORKS = ("hf", "trl", "axolotl", "llamafactory", "deepspeed", "fsdp", "torchtitan")
+#: ``params.nf4_backend: torchao`` (torchtune's QLoRA): torchao's ``LinearNF4`` dequantizes the
+#: weight in every forward and again in backward (torchao/dtypes/nf4tensor.py). Bytes moved
+#: through HBM per quantized weight per call, counted from ``NF4Tensor.get_original_weight``:
+#: eager, two nibble extractions and their int64 casts (2 x 5.5), two ``nf4[index]`` gathers
+#: (2 x 5), the expanded scalers (2), two multiplies (2 x 3), ``torch.stack`` (4): ~33; compiled,
+#: one fused kernel reading the 0.5-byte data and writing the 2-byte weight: 2.5. bitsandbytes
+#: (``bnb``, the default) keeps QLORA_FACTOR.
+NF4_DEQUANT_BYTES = {"eager": 33.0, "compiled": 2.5}
 #: Sizes below ~1B parameters leave the tensor cores idle between small GEMMs: N / (N + this).
 SIZE_HALF_POINT = 0.4e9
 #: Tokens per micro-batch below ~256 do the same: T / (T + this).
@@ -108,7 +125,7 @@ def attention_flops_forward(arch, attended: float) -> float:
 
 
 def training_efficiency(framework: str, gpu: str, params: float, tokens_per_micro_batch: int, kind: str,
-                        precision: str) -> tuple[float, list[str]]:
+                        precision: str, *, compiled: bool = False, nf4_backend: str = "bnb") -> tuple[float, list[str]]:
     """The prior fraction of peak, and the reasons, one short string each."""
     base = FRAMEWORK_EFFICIENCY.get(framework, FRAMEWORK_EFFICIENCY["hf"])
     size = params / (params + SIZE_HALF_POINT)
@@ -121,13 +138,28 @@ def training_efficiency(framework: str, gpu: str, params: float, tokens_per_micr
     if kind == "lora":
         eff *= LORA_FACTOR
         why.append(f"x {LORA_FACTOR} LoRA adapters")
+    elif kind == "qlora" and nf4_backend == "torchao":
+        eff *= LORA_FACTOR
+        why.append(f"x {LORA_FACTOR} LoRA adapters (torchao NF4: dequantisation counted in bytes)")
     elif kind == "qlora":
         eff *= LORA_FACTOR * QLORA_FACTOR
-        why.append(f"x {LORA_FACTOR * QLORA_FACTOR:.2f} QLoRA NF4 dequantisation")
+        why.append(f"x {LORA_FACTOR * QLORA_FACTOR:.2f} QLoRA NF4 dequantisation (bitsandbytes)")
     if precision == "fp8":
         eff *= FP8_FACTOR
         why.append(f"x {FP8_FACTOR} of the FP8 peak")
+    elif compiled and framework in COMPILE_FRAMEWORKS:
+        eff *= COMPILE_SPEEDUP
+        why.append(f"x {COMPILE_SPEEDUP:.2f} torch.compile")
     return eff, why
+
+
+def nf4_dequant_seconds(est, arch, peaks: GPUPeaks, *, compiled: bool, grad_checkpointing: bool) -> float:
+    """HBM time torchao's NF4 dequantisation adds to one micro-batch: every quantized weight (the decoder
+    layers' linears; the LM head stays 16-bit) once in forward, once in backward, once more when recomputed."""
+    quantized = max(0.0, matmul_params(est, arch) - arch.vocab * arch.hidden)
+    calls = 2 + (1 if grad_checkpointing else 0)
+    per_call = NF4_DEQUANT_BYTES["compiled" if compiled else "eager"]
+    return quantized * per_call * calls / (peaks.hbm_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
 
 
 def _peak_flops(peaks: GPUPeaks, precision: str) -> tuple[float, str]:
@@ -150,7 +182,8 @@ def bus_bandwidth(peaks: GPUPeaks, nodes: int = 1) -> tuple[float, str]:
 
 def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_batch: int, grad_accum: int = 1,
                   framework: str = "hf", grad_checkpointing: bool = False, zero_stage: int = 0, nodes: int = 1,
-                  tp: int = 1, precision: str = "bf16", master_weights: bool = True) -> Rate:
+                  tp: int = 1, precision: str = "bf16", master_weights: bool = True, compiled: bool = False,
+                  nf4_backend: str = "bnb") -> Rate:
     """Tokens per second per GPU of one training job."""
     n_mm = matmul_params(est, arch)
     forward = 2.0 * n_mm + attention_flops_forward(arch, seq_len / 2.0)
@@ -159,9 +192,14 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
         passes += 1
     flops_per_token = forward * passes
     tokens_micro = micro_batch * seq_len
-    eff, why = training_efficiency(framework, peaks.name, float(est.params_active), tokens_micro, kind, precision)
+    eff, why = training_efficiency(framework, peaks.name, float(est.params_active), tokens_micro, kind, precision,
+                                   compiled=compiled, nf4_backend=nf4_backend)
     peak, peak_text = _peak_flops(peaks, precision)
     gpu_seconds = tokens_micro * flops_per_token / tp / (peak * eff)
+    dequant = 0.0
+    if kind == "qlora" and nf4_backend == "torchao":
+        dequant = nf4_dequant_seconds(est, arch, peaks, compiled=compiled, grad_checkpointing=grad_checkpointing) / tp
+        gpu_seconds += dequant
     # The eager CPU side launches every layer's kernels (backward from the C++ engine: about
     # as many again); a GPU faster than that waits for it.
     cpu_seconds = arch.layers * EAGER_LAYER_S * (passes + 1) + EAGER_STEP_S
@@ -195,6 +233,10 @@ def training_rate(est, arch, peaks: GPUPeaks, *, kind: str, seq_len: int, micro_
     assumptions = [f"peak {peak_text} TFLOPS dense ({peaks.name})", f"efficiency {eff:.2f} assumed ({'; '.join(why)})",
                    f"counted {counted} ({'LoRA: no base weight gradients' if kind != 'full_ft' else 'full fine-tuning'}"
                    f"{', +1 forward for activation checkpointing' if grad_checkpointing else ''}, attention at {seq_len} tokens)"]
+    if dequant:
+        how = "compiled: one fused kernel" if compiled else "eager: ~12 unfused ops"
+        assumptions.append(f"torchao NF4 dequantisation {dequant * 1e3:.1f} ms per micro-batch ({how}, "
+                           f"{NF4_DEQUANT_BYTES['compiled' if compiled else 'eager']:g} B per weight per call)")
     if dp > 1 or tp > 1:
         assumptions.append(f"{dp} data-parallel x {tp} tensor-parallel over {bw_text}: {comm:.3f} s/step not hidden")
     return Rate(tokens_per_s=tokens_per_step / step, bound=bound, assumptions=tuple(assumptions),

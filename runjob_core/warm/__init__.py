@@ -28,10 +28,12 @@ import os
 import sys
 
 #: Commands that may run in the warm process, and whether they may with these arguments.
+#: (The native client, client.c, applies the same rules before it connects; the warm process
+#: checks them again on what it received, the caller's own stdin included.)
 _ELIGIBLE = {
-    "status": lambda args: True,
-    "submit": lambda args: "--yes" in args or "-y" in args or not os.isatty(0),
-    "health": lambda args: args[:1] == ["scan"],
+    "status": lambda args, tty: True,
+    "submit": lambda args, tty: "--yes" in args or "-y" in args or not tty(),
+    "health": lambda args, tty: args[:1] == ["scan"],
 }
 #: Reply tags on the socket: the child's pid, its exit code, or "stale, run it yourself".
 PID, EXIT, STALE = b"P", b"X", b"S"
@@ -42,19 +44,21 @@ def enabled(environ=os.environ) -> bool:
     return environ.get("RUNJOB_WARM", "1") not in ("", "0") and hasattr(os, "fork")
 
 
-def command_of(argv: list[str]) -> str | None:
-    """The runjob command *argv* (without the program name) runs, if the warm path may run it.
-    Global options (``--version``, ``--help``) run here, as always."""
+def command_of(argv: list[str], stdin: int = 0) -> str | None:
+    """The runjob command *argv* (without the program name) runs, if the warm path may run it
+    with *stdin* (a descriptor) as its standard input. Global options (``--version``,
+    ``--help``) run here, as always."""
     check = _ELIGIBLE.get(argv[0]) if argv else None
-    return argv[0] if check is not None and check(argv[1:]) else None
+    return argv[0] if check is not None and check(argv[1:], lambda: os.isatty(stdin)) else None
 
 
-def key() -> str:
+def key(path: list[str] | None = None) -> str:
     """Which warm process serves this interpreter: its executable and import path (not
-    ``sys.path[0]``, the script's own folder), so two virtual environments never share one."""
+    ``sys.path[0]``, the script's own folder), so two virtual environments never share one.
+    *path*: that import path (default ``sys.path[1:]``)."""
     import zlib
 
-    joined = "\0".join([sys.executable, *sys.path[1:]]).encode("utf-8", "surrogateescape")
+    joined = "\0".join([sys.executable, *(sys.path[1:] if path is None else path)]).encode("utf-8", "surrogateescape")
     return f"{zlib.crc32(joined):08x}{zlib.adler32(joined):08x}"
 
 

@@ -84,6 +84,7 @@ def main(path: str) -> None:
     except OSError:
         pass  # started by hand on a terminal: nothing to truncate
     print(f"warm process {os.getpid()} serving {path}", flush=True)
+    _refresh_native_client()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))  # and the socket goes with us
     try:
@@ -92,6 +93,22 @@ def main(path: str) -> None:
     finally:
         if os.path.exists(path):
             os.unlink(path)
+
+
+def _refresh_native_client() -> None:
+    """Rebuild the installed native client when the import path it has compiled in is no longer
+    this interpreter's (an editable install added a path entry): it would find no warm process and
+    run the Python client every time. Not when a variable changed this process's import path
+    (PYTHONPATH: the native client leaves such commands to the Python client anyway)."""
+    from runjob_core.warm import native
+
+    if any(os.environ.get(name) for name in native.PYTHON_VARIABLES):
+        return
+    try:
+        if native.refresh(_warm.key()):
+            print(f"rebuilt the native client {native.command_path()} for this import path", flush=True)
+    except (native.NativeError, OSError) as exc:
+        print(f"the native client was not rebuilt: {exc}", flush=True)
 
 
 #: What a spare tells the warm process on its report pipe: it took a caller; the code changed.
@@ -279,8 +296,9 @@ def _serve(conn: socket.socket, listener: socket.socket, modules: dict, prepared
     try:
         uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
         stale = _stale(modules)
-        if uid != os.getuid() or stale or request.get("path") != sys.path[1:] or len(fds) != 3:
-            conn.sendall(_warm.STALE)
+        if (uid != os.getuid() or stale or request.get("path") != sys.path[1:] or len(fds) != 3
+                or _warm.command_of(request["argv"][1:], stdin=fds[0]) is None):
+            conn.sendall(_warm.STALE)  # the caller runs the command itself
             return not stale
         print(f"served {request['argv'][1]} in child {os.getpid()}", flush=True)
         listener.close()

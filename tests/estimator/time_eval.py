@@ -147,6 +147,10 @@ def predict(case: dict) -> dict:
                   grad_checkpointing=case.get("grad_checkpointing", False))
         if case.get("tp"):
             kw["tp"] = case["tp"]
+        if case.get("compile"):
+            kw["torch_compile"] = True
+        if case.get("nf4_backend"):
+            kw["nf4_backend"] = case["nf4_backend"]
         if case.get("pure_bf16"):
             kw.update(master_weights=False, optimizer="adamw_fused")
         work = {}
