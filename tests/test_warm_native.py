@@ -268,3 +268,19 @@ def test_without_a_compiler_the_install_says_so_in_one_line(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.startswith("runjob: ") and "client.c" in err and "Traceback" not in err
     assert native.installed_key(str(command)) is None and list(tmp_path.iterdir()) == [command]
+
+
+@pytest.mark.parametrize("which", ["native", "python"])
+def test_a_caller_without_stdin_runs_the_command_itself(client, run_dir, tmp_path, which):
+    """A closed descriptor 0 (cron's `<&-`) would be the client's own socket once it connects, and the warm
+    child would read the connection as its stdin: both clients leave such a command to run in its own process."""
+    listener = _Listener(run_dir, native.installed_key(client))
+    program = [client] if which == "native" else [sys.executable, PYTHON_CLIENT]
+    try:
+        done = subprocess.run([*program, "status", "--json"], env=_environment(run_dir), cwd=tmp_path, stdin=None,
+                              capture_output=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                              preexec_fn=lambda: os.close(0))
+    finally:
+        listener.close()
+    assert done.returncode == 0 and done.stdout.strip() == b"[]", done.stderr
+    assert listener.requests == []

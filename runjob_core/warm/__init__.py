@@ -107,6 +107,13 @@ def run_warm(path: str, argv: list[str]) -> int | None:
     import _socket
     import marshal
 
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        # A closed stdin/stdout/stderr (cron's `<&-`) would be the socket itself once it is made, and
+        # the warm child would take the connection for its stdin: run the command here.
+        return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <signal.h>
@@ -234,6 +235,10 @@ int main(int argc, char **argv) {
     saved_argv = argv;
     const char *warm = getenv("RUNJOB_WARM");
     if ((warm && (!*warm || strcmp(warm, "0") == 0)) || !eligible(argc, argv)) run_python();
+    /* A closed stdin/stdout/stderr (cron's `<&-`) would be the socket itself once it is made, and
+       the warm child would take the connection for its stdin: such a caller runs the command itself. */
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0) run_python();
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     if (!socket_path(path, sizeof path)) run_python();
     buffer request = {0};
