@@ -15,7 +15,7 @@
 
 Arrays run ``true`` with ``%1`` and are cancelled at the end (only this run's, by id).
 
-Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3] [--baseline CHECKOUT] [--cancel-each]
+Run: .venv/bin/python bench/bench_sweep.py [--elements 1000] [--reps 3] [--baseline CHECKOUT]... [--cancel-each]
 """
 
 from __future__ import annotations
@@ -117,16 +117,17 @@ def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str
     runs = [lambda: ssh(raw), lambda: ssh(control), ours]
     labels = [f"raw: ssh host sbatch --array=0-{args.elements - 1}%1 (new connection)",
               "raw: the same over OpenSSH's ControlMaster", "runjob submit SWEEP.yaml --yes"]
-    if args.baseline:  # another checkout's runjob (say main before a change), its own state
+    for number, checkout in enumerate(args.baseline or []):  # another checkout's runjob (say main before a
+        # change), its own state; run with PYTHONPATH, so through the Python client (the native one defers to it)
         from _timing import checkout_pythonpath
 
-        state = work / "before" / ".runjob"
+        state = work / f"before{number}" / ".runjob"
         state.mkdir(parents=True)
         (state / "clusters.yaml").write_text((work / ".runjob" / "clusters.yaml").read_text())
-        before = {**environ, "PYTHONPATH": checkout_pythonpath(args.baseline), "RUNJOB_HOME": str(state)}
+        before = {**environ, "PYTHONPATH": checkout_pythonpath(checkout), "RUNJOB_HOME": str(state)}
         ours(before, state)  # its warm process is up
-        runs.append(lambda: ours(before, state))
-        labels.append(f"before ({args.baseline}): runjob submit SWEEP.yaml --yes")
+        runs.append(lambda before=before, state=state: ours(before, state))
+        labels.append(f"{checkout} (Python client): runjob submit SWEEP.yaml --yes")
     if args.cancel_each:  # every array cancelled right after its submit (untimed): the cluster's load stays the same
         samples = [[] for _ in runs]
         for _ in range(args.reps):
@@ -234,8 +235,9 @@ def main() -> None:
     parser.add_argument("--only", default="submit,process,poll,report")
     parser.add_argument("--cancel-each", action="store_true", help="section 1b cancels each array right after its "
                         "submit (untimed), so that earlier arrays' tasks do not load the cluster")
-    parser.add_argument("--baseline", help="a checkout of another runjob (say main before a change): section 1b "
-                        "times its runjob submit too, alternating")
+    parser.add_argument("--baseline", action="append", help="a checkout of another runjob (say main before a change): "
+                        "section 1b times its runjob submit too, alternating (repeatable; this checkout itself "
+                        "gives its own through the Python client)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if "report" in only:
