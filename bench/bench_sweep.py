@@ -112,8 +112,17 @@ def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str
         (work / f"{name}.yaml").write_text(yaml.safe_dump(sweep_spec(name, args.elements)))
         subprocess.run([runjob, "submit", f"{name}.yaml", "--yes"], cwd=work, env=env, check=True, capture_output=True)
 
-    ssh(control)  # opens the shared connection
-    ours()  # starts runjob's agent and warm process, as the first command of a session does
+    def untimed(fn) -> None:  # a warm-up: tried again when a busy slurmctld refuses its sbatch
+        for attempt in range(3):
+            try:
+                return fn()
+            except subprocess.CalledProcessError:
+                if attempt == 2:
+                    raise
+                time.sleep(5)
+
+    untimed(lambda: ssh(control))  # opens the shared connection
+    untimed(ours)  # starts runjob's agent and warm process, as the first command of a session does
     runs = [lambda: ssh(raw), lambda: ssh(control), ours]
     labels = [f"raw: ssh host sbatch --array=0-{args.elements - 1}%1 (new connection)",
               "raw: the same over OpenSSH's ControlMaster", "runjob submit SWEEP.yaml --yes"]
@@ -125,16 +134,32 @@ def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str
         state.mkdir(parents=True)
         (state / "clusters.yaml").write_text((work / ".runjob" / "clusters.yaml").read_text())
         before = {**environ, "PYTHONPATH": checkout_pythonpath(checkout), "RUNJOB_HOME": str(state)}
-        ours(before, state)  # its warm process is up
+        untimed(lambda before=before, state=state: ours(before, state))  # its warm process is up
         runs.append(lambda before=before, state=state: ours(before, state))
         labels.append(f"{checkout} (Python client): runjob submit SWEEP.yaml --yes")
     if args.cancel_each:  # every array cancelled right after its submit (untimed): the cluster's load stays the same
         samples = [[] for _ in runs]
+        dropped = 0
         for _ in range(args.reps):
-            for fn, into in zip(runs, samples):
-                seen_arrays, seen_sweeps = len(arrays), len(made)
-                into.extend(time_call(fn, 1))
-                cancel(arrays[seen_arrays:], [name for name, _state in made[seen_sweeps:]])
+            taken = []
+            try:
+                for fn in runs:
+                    seen_arrays, seen_sweeps = len(arrays), len(made)
+                    try:
+                        taken.extend(time_call(fn, 1))
+                    finally:
+                        cancel(arrays[seen_arrays:], [name for name, _state in made[seen_sweeps:]])
+            except subprocess.CalledProcessError as exc:
+                # sbatch refused by a busy slurmctld ("Slurm temporarily unable to accept job", after its own
+                # retries): the whole round is left out, for every row alike, and counted
+                dropped += 1
+                print(f"   round left out: {shlex.join(exc.cmd)[-60:]} exited {exc.returncode}: "
+                      f"{(exc.stderr or '').strip()[-160:]}")
+                continue
+            for into, sample in zip(samples, taken):
+                into.append(sample)
+        if dropped:
+            print(f"   {dropped} of {args.reps} rounds left out (a submit refused by the cluster)")
     else:
         samples = time_interleaved(runs, args.reps)
     show(f"1b. submit a {args.elements}-element sweep, whole processes"
@@ -147,8 +172,9 @@ def whole_process_section(args, env: dict, work: Path, cluster, arrays: list[str
     for state in {state for _name, state in made}:  # the CLI's arrays, cancelled with the others
         store = Store((state or work / ".runjob") / "state.db")
         for name in (name for name, its in made if its == state):
-            arrays.extend({store.latest_attempt(job.id).backend_job_id.split("_")[0]
-                           for job in _run.element_jobs(store, store.find_sweep(name).id).values()})
+            sweep = store.find_sweep(name)
+            latest = [store.latest_attempt(job.id) for job in _run.element_jobs(store, sweep.id).values()] if sweep else []
+            arrays.extend({a.backend_job_id.split("_")[0] for a in latest if a is not None and a.backend_job_id})
         store.close()
 
 
