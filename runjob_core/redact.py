@@ -50,6 +50,21 @@ def redact(text: str) -> str:
     return _TOKEN_PATTERNS.sub("***", text)
 
 
+def redactor():
+    """:func:`redact` with the environment's secret values read once, for many texts written
+    together (a 1,000-element sweep's 2,000 events: reading them was ~3 us a text)."""
+    values = _secret_values()
+
+    def apply(text: str) -> str:
+        if not text:
+            return text
+        for value in values:
+            text = text.replace(value, "***")
+        return _TOKEN_PATTERNS.sub("***", text)
+
+    return apply
+
+
 def find_token(text: str) -> str | None:
     """The first token-shaped value in *text*, if any."""
     match = _TOKEN_PATTERNS.search(text)

@@ -164,10 +164,20 @@ def own_files(job: JobSpec, rendered: Rendered, record: str | None) -> dict[str,
     library (:func:`job_side_files`) is the same in every folder."""
     return {
         rendered.script_name: (rendered.script, 0o755),
-        "params.json": (json.dumps(job.params, indent=2, sort_keys=True, default=str) + "\n", 0o644),
+        "params.json": (params_json(job.params), 0o644),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
         **({JOB_RECORD: (record, 0o600)} if record is not None else {}),
     }
+
+
+def params_json(params: dict) -> str:
+    """``params.json``: ``json.dumps(params, indent=2, sort_keys=True, default=str)`` and a
+    newline. Params of plain values (a sweep's ``lr: 0.1``) are written line by line with the C
+    encoder, the same text: an indent makes json use its pure-Python encoder (~6 us a job)."""
+    if params and all(type(k) is str and (v is None or type(v) in (str, int, float, bool)) for k, v in params.items()):
+        encode = json.JSONEncoder().encode
+        return "{\n" + ",\n".join(f"  {encode(k)}: {encode(v)}" for k, v in sorted(params.items())) + "\n}\n"
+    return json.dumps(params, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def job_record(row, state_dir: Path) -> str:

@@ -25,6 +25,16 @@ def test_a_sweep_is_found_by_id_name_and_spec_hash_with_its_jobs_by_index(state)
         first = _job(store, "grid-a", sweep_id="sw-1", sweep_index=0)
         _job(store, "alone")
         assert [(j.id, j.sweep_index) for j in store.sweep_jobs("sw-1")] == [(first, 0), (second, 1)]
+        again = _job(store, "grid-a", sweep_id="sw-1", sweep_index=0)  # a later job of element 0
+        store.create_job(name="grid-a", cluster="local", backend="local", spec_json="{}", spec_hash="h", spec_path=None,
+                         kind="canary", sweep_id="sw-1", sweep_index=0)
+        store.set_job(second, outcome="exit 1")
+        from runjob_core.sweep import _run
+
+        # The element table's light read picks what element_jobs picks: each index's latest full job.
+        latest = {i: (j.id, j.state, j.outcome) for i, j in _run.element_jobs(store, "sw-1").items()}
+        assert store.sweep_job_states("sw-1") == latest
+        assert latest[0][0] == again and latest[1] == (second, "NEW", "exit 1")
         store.set_sweep_state("sw-1", "cancelled")
         assert store.find_sweep("sw-1").state == "cancelled"
         assert store.find_job("alone").sweep_id is None

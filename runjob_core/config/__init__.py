@@ -467,6 +467,20 @@ def record_to_json(obj: Any) -> str:
     return json.dumps(unstructure(obj), sort_keys=True)
 
 
+def plain_json(value: Any) -> bool:
+    """Whether *value* is JSON's own data (strings, numbers, booleans, None, lists, tuples,
+    mappings with string keys), which ``attrs.asdict`` copies without changing what JSON
+    makes of it (a tuple is written as a list either way)."""
+    kind = type(value)
+    if value is None or kind in (str, int, float, bool):
+        return True
+    if kind in (list, tuple):
+        return all(map(plain_json, value))
+    if kind is dict:
+        return all(type(k) is str and plain_json(v) for k, v in value.items())
+    return False
+
+
 def record_from_json(text: str, cls: type[T]) -> T:
     from runjob_core.config.converter import from_plain
 

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from runjob_core.redact import redact
+from runjob_core.redact import redactor
 from runjob_core.store import rows as _rows
 from runjob_core.store.rows import EventRow
 from runjob_core.store.tables import Tables
@@ -30,9 +30,10 @@ class Activity(Tables):
         per session on PostgreSQL), so the returned ids are sorted, not trusted to arrive in order."""
         made: list[EventRow] = []
         ts = time.time()
+        clean = redactor()  # the environment's secrets read once for all of them
         for start in range(0, len(events), 500):
-            chunk = [(job_id, attempt, ts, kind, source, redact(message),
-                      redact(json.dumps(data, default=str)) if data else None, self.who)
+            chunk = [(job_id, attempt, ts, kind, source, clean(message),
+                      clean(json.dumps(data, default=str)) if data else None, self.who)
                      for job_id, kind, message, source, attempt, data in events[start:start + 500]]
             marks = ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
             # fetchall: SQLite finishes the statement (and its write) only when stepped to the end.

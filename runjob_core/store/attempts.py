@@ -11,7 +11,7 @@ from typing import Any
 
 from runjob_core.redact import redact
 from runjob_core.store import rows as _rows
-from runjob_core.store.rows import AttemptRow
+from runjob_core.store.rows import AttemptRow, JobRow
 from runjob_core.store.tables import Tables
 
 
@@ -37,21 +37,26 @@ class Attempts(Tables):
             self._db.execute("UPDATE jobs SET state = 'SUBMITTING' WHERE id = ?", (job_id,))
         return self.attempt(job_id, n)
 
-    def begin_first_attempts(self, jobs: list[dict[str, Any]]) -> None:
+    def begin_first_attempts(self, jobs: list[dict[str, Any]]) -> list[JobRow]:
         """:meth:`create_job` then :meth:`begin_attempt` (n=1) of many new jobs (keyword dicts of
         :meth:`create_job`, ``job_id`` given) in one transaction and two statements, each job
-        ``SUBMITTING`` at once: a 1,000-element sweep's elements, where one at a time was 4,000."""
+        ``SUBMITTING`` at once: a 1,000-element sweep's elements, where one at a time was 4,000.
+        Their rows as written (a read of them back took ~13 ms of such a sweep's submit)."""
         now = time.time()
+        rows = [JobRow(id=job["job_id"], name=job["name"], cluster=job["cluster"], backend=job["backend"],
+                       spec_json=job["spec_json"], spec_hash=job["spec_hash"], spec_path=job["spec_path"],
+                       kind=job.get("kind", "full"), created_at=now, state="SUBMITTING", outcome=None, script=None,
+                       who=self.who, sweep_id=job.get("sweep_id"), sweep_index=job.get("sweep_index")) for job in jobs]
         with self.transaction():
             self._db.executemany(
                 "INSERT INTO jobs(id, name, cluster, backend, spec_json, spec_hash, spec_path, kind, created_at, state,"
                 " who, sweep_id, sweep_index) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(job["job_id"], job["name"], job["cluster"], job["backend"], job["spec_json"], job["spec_hash"],
-                  job["spec_path"], job.get("kind", "full"), now, "SUBMITTING", self.who, job.get("sweep_id"),
-                  job.get("sweep_index")) for job in jobs])
+                [(r.id, r.name, r.cluster, r.backend, r.spec_json, r.spec_hash, r.spec_path, r.kind, r.created_at, r.state,
+                  r.who, r.sweep_id, r.sweep_index) for r in rows])
             self._db.executemany(
                 "INSERT INTO attempts(job_id, n, tag, state, resumed_from, who) VALUES (?,?,?,?,?,?)",
-                [(job["job_id"], 1, attempt_tag(job["job_id"], 1), "SUBMITTING", None, self.who) for job in jobs])
+                [(r.id, 1, attempt_tag(r.id, 1), "SUBMITTING", None, self.who) for r in rows])
+        return rows
 
     def record_submissions(self, submissions: list[tuple[str, int, str, str, float]]) -> None:
         """:meth:`record_submission` of many (job id, n, submission JSON, backend job id,

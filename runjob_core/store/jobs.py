@@ -151,3 +151,11 @@ class Jobs(Tables):
         """The jobs of a sweep's elements, by element index, oldest first within an index."""
         rows = self._db.execute("SELECT * FROM jobs WHERE sweep_id = ? ORDER BY sweep_index, created_at, rowid", (sweep_id,))
         return _rows.to_records(JobRow, rows)
+
+    def sweep_job_states(self, sweep_id: str) -> dict[int, tuple[str, str, str | None]]:
+        """Element index -> (id, state, outcome) of its latest full job: what the element table
+        shows, without each job's spec and script (a 1,000-element sweep's ~5 MB, read past
+        their pages: ~4 ms where :meth:`sweep_jobs` takes ~13)."""
+        rows = self._db.execute("SELECT sweep_index, id, state, outcome FROM jobs WHERE sweep_id = ? AND kind = 'full'"
+                                " ORDER BY sweep_index, created_at, rowid", (sweep_id,)).fetchall()
+        return {row[0]: (row[1], row[2], row[3]) for row in rows}  # the latest of an index last, as sweep_jobs

@@ -14,6 +14,7 @@ import attrs
 from runjob_core import config
 from runjob_core.errors import ConfigError
 from runjob_core.models import JobSpec
+from runjob_core.sweep._jobs import element_specs
 from runjob_core.sweep._spec import SweepElement, expand_sweep
 
 #: Element problems shown before "... and N more".
@@ -46,7 +47,9 @@ class Sweep:
 
     @_stored.default
     def _spec_texts(self) -> tuple[tuple[str, str], ...]:
-        return tuple(config.spec_json_and_hash(j) for j in self.jobs)
+        from runjob_core.config._spec_texts import spec_texts
+
+        return tuple(spec_texts(self.jobs))
 
     @job_hashes.default
     def _job_hashes(self) -> tuple[str, ...]:
@@ -92,17 +95,15 @@ def sweep_from_mapping(raw: Any, *, source: str, base_dir: str = ".", allow_larg
         raise ConfigError(source, [f"{source}: no 'sweep:' key at $; this is a job of its own, not a sweep"])
     if not isinstance(raw.get("name"), str):
         raise ConfigError(source, [f"{source}: $.name: a sweep needs a name (each element's job is NAME-<values>)"])
-    elements = expand_sweep(raw, source, allow_large=allow_large)
-    jobs, problems = [], []
-    for element in elements:
-        try:
-            jobs.append(config.job_from_mapping(element.spec, source=source, base_dir=base_dir))
-        except ConfigError as exc:
-            problems += [f"sweep element {element.index} ({element.name}): {p}" for p in exc.problems]
-    if problems:
-        more = [f"... and {len(problems) - _SHOWN} more"] if len(problems) > _SHOWN else []
-        raise ConfigError(source, problems[:_SHOWN] + more)
-    keys = list(dict.fromkeys(k for e in elements for k in e.values))
-    varying = tuple(k for k in keys if len({json.dumps(e.values.get(k), sort_keys=True, default=str) for e in elements}) > 1)
-    return Sweep(name=raw["name"], source=source, base_dir=base_dir, spec=raw, elements=tuple(elements), jobs=tuple(jobs),
-                 max_parallel=raw["sweep"].get("max_parallel"), varying=varying)
+    from runjob_core.sweep._paused import collector_paused
+
+    with collector_paused():  # ~20,000 objects a 1,000-element sweep keeps (its specs and their texts)
+        elements = expand_sweep(raw, source, allow_large=allow_large)
+        jobs, problems = element_specs(elements, source=source, base_dir=base_dir)
+        if problems:
+            more = [f"... and {len(problems) - _SHOWN} more"] if len(problems) > _SHOWN else []
+            raise ConfigError(source, problems[:_SHOWN] + more)
+        keys = list(dict.fromkeys(k for e in elements for k in e.values))
+        varying = tuple(k for k in keys if len({json.dumps(e.values.get(k), sort_keys=True, default=str) for e in elements}) > 1)
+        return Sweep(name=raw["name"], source=source, base_dir=base_dir, spec=raw, elements=tuple(elements), jobs=tuple(jobs),
+                     max_parallel=raw["sweep"].get("max_parallel"), varying=varying)

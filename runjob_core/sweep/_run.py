@@ -163,20 +163,19 @@ def _collected(store, row: JobRow) -> str | None:
 def elements(store, row: SweepRow) -> list[dict]:
     """One entry per element: index, name, values, job id, state (NOT_SUBMITTED without a
     job), outcome and whether it is done (completed and its results collected)."""
-    jobs = element_jobs(store, row.id)
+    jobs = store.sweep_job_states(row.id)  # (id, state, outcome): not each job's spec and script
     # Two queries for the whole sweep, not two per element (1,000 elements: ~50 ms).
-    attempted = store.jobs_with_attempts([job.id for job in jobs.values()])
-    completed = [job.id for job in jobs.values() if job.id in attempted and job.state == COMPLETED]
+    attempted = store.jobs_with_attempts([job_id for job_id, _state, _outcome in jobs.values()])
+    completed = [job_id for job_id, state, _outcome in jobs.values() if job_id in attempted and state == COMPLETED]
     ends = {job_id: events[-1].kind for job_id, events in
             store.events_of(completed, kinds=("collected", "collect_failed")).items() if events} if completed else {}
     out = []
     for element in row.elements:
-        job = jobs.get(element["index"])
-        state = job.state if job is not None and job.id in attempted else NOT_SUBMITTED
-        collected = ends.get(job.id) if job is not None and state == COMPLETED else None
+        job_id, state, outcome = jobs.get(element["index"], (None, None, None))
+        state = state if job_id is not None and job_id in attempted else NOT_SUBMITTED
+        collected = ends.get(job_id) if job_id is not None and state == COMPLETED else None
         out.append({"index": element["index"], "name": element["name"], "job": element["job"], "values": element["values"],
-                    "job_id": job.id if job is not None else None, "state": state,
-                    "outcome": job.outcome if job is not None else None, "collected": collected,
+                    "job_id": job_id, "state": state, "outcome": outcome, "collected": collected,
                     "done": state == COMPLETED and collected == "collected"})
     return out
 

@@ -56,13 +56,17 @@ def _array_dir(scratch: str, job_id: str, n) -> str:
 def _resources(script: str) -> list[str]:
     """The script's ``#SBATCH`` lines that are not per job. sbatch reads them only up to the
     first line that is neither a comment nor blank, and so does this (not all ~70 lines)."""
-    found = []
-    for line in script.splitlines():
-        if line.startswith("#SBATCH"):
-            if line.split()[1].split("=")[0] not in _PER_JOB:
-                found.append(line)
-        elif line.strip() and not line.startswith("#"):
-            break
+    # The head of the script first, cut after a newline (the same lines as the whole script's
+    # up to there): its ~4 KB were split whole for each of 1,000 elements (~8 ms).
+    head = script[:script.rfind("\n", 0, 2048) + 1]
+    for text in (head, script):
+        found = []
+        for line in text.splitlines():
+            if line.startswith("#SBATCH"):
+                if line.split()[1].split("=")[0] not in _PER_JOB:
+                    found.append(line)
+            elif line.strip() and not line.startswith("#"):
+                return found
     return found
 
 
