@@ -358,3 +358,34 @@ def test_a_warm_child_gives_the_callers_streams_back_before_its_work_after_the_a
     assert "stdout ended while the child was held: []" in done.stdout, done.stdout
     assert "exit code: 0" in done.stdout
     assert "after the answer" in (tmp_path / "warm.log").read_text()
+
+
+def test_a_spare_touches_the_preloaded_objects_ahead_though_they_are_frozen():
+    """The warm process freezes what it preloaded (gc.freeze: no child's collection walks it), and
+    frozen objects are gone from gc.get_objects(): the spares must still touch them ahead of a
+    command (copy-on-write faults taken while no caller waits). Measured as the page faults of a
+    forked spare that takes them: thousands, not none."""
+    code = textwrap.dedent("""
+        import gc, os, resource, socket, sys
+        from runjob_core.warm import server
+        server.preload()
+        preloaded = server.freeze_preloaded()
+        assert len(preloaded) > 10000 and len(gc.get_objects()) < 1000, (len(preloaded), len(gc.get_objects()))
+        assert any(o is sys.modules["runjob_core.cli"].__dict__ for o in preloaded)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind("")  # an abstract address of its own; listening with no caller: nothing to read
+        listener.listen(1)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            server._take_faults_ahead(listener, {}, preloaded)
+            os.write(write, str(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(os.read(read, 64).decode())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RUNJOB_WARM": "0"})
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 1000, done.stdout

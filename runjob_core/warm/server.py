@@ -66,12 +66,7 @@ def main(path: str) -> None:
         return  # started with another import path than the command that asked: of no use to it
     prepared = preload()
     modules = _module_files()
-    # What the preload made lives as long as this process: out of the cyclic collector's sight
-    # (gc.freeze, inherited by each child), a child's collections look only at what its command
-    # makes. A full collection in a child walked the whole preloaded heap (~25 ms of a
-    # 1,000-element sweep's submit), and touched every page of it that the fork shares.
-    gc.collect()
-    gc.freeze()
+    preloaded = freeze_preloaded()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
         os.unlink(path)  # left by a warm process that was killed; we hold the lock
@@ -88,7 +83,7 @@ def main(path: str) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))  # and the socket goes with us
     try:
-        while _supervise(listener, *_fork_spare(listener, lock, modules, prepared), idle):
+        while _supervise(listener, *_fork_spare(listener, lock, modules, prepared, preloaded), idle):
             pass  # the spare took a command: fork the next one
     finally:
         if os.path.exists(path):
@@ -115,7 +110,7 @@ def _refresh_native_client() -> None:
 _TOOK, _STALE_CODE = b"T", b"S"
 
 
-def _fork_spare(listener: socket.socket, lock, modules: dict, prepared) -> tuple[int, int]:
+def _fork_spare(listener: socket.socket, lock, modules: dict, prepared, preloaded: list) -> tuple[int, int]:
     """Fork the child that takes the next command; (its report pipe, the pipe whose closing tells it to end)."""
     report_r, report_w = os.pipe()
     life_r, life_w = os.pipe()
@@ -126,7 +121,7 @@ def _fork_spare(listener: socket.socket, lock, modules: dict, prepared) -> tuple
             os.close(report_r)
             os.close(life_w)
             os.close(lock.fileno())  # the warm process's lock is its own: a long command must not keep it
-            _spare(listener, life_r, report_w, modules, prepared)
+            _spare(listener, life_r, report_w, modules, prepared, preloaded)
         finally:
             os._exit(0)  # never back into the warm process's loop
     os.close(report_w)
@@ -154,12 +149,12 @@ def _supervise(listener: socket.socket, report: int, life: int, idle: float) -> 
             os.close(life)
 
 
-def _spare(listener: socket.socket, life: int, report: int, modules: dict, prepared) -> None:
+def _spare(listener: socket.socket, life: int, report: int, modules: dict, prepared, preloaded: list) -> None:
     """In a spare child: wait for a caller (or for the warm process to end), then serve it."""
     # A caller soon after the last command (a script's loop) is served at once; a spare idle for
     # a moment takes the faults ahead, unless a caller comes meanwhile.
     if not select.select([listener, life], [], [], _FAULTS_AHEAD_AFTER)[0]:
-        _take_faults_ahead(listener, modules)
+        _take_faults_ahead(listener, modules, preloaded)
     while True:
         if life in select.select([listener, life], [], [])[0]:
             return  # the warm process ended, or is idle
@@ -264,20 +259,30 @@ def _stamp(path: str) -> tuple[int, int] | None:
 _FAULTS_AHEAD_AFTER = 0.1
 
 
-def _take_faults_ahead(listener: socket.socket, modules: dict) -> None:
-    """Touch what a command touches first while no command waits: every object the warm process
-    tracks (reading one writes its reference count, so its page is copied from the warm process
-    now, not one fault at a time while the caller waits: ~2,500 faults of a submit, ~3 ms here)
-    and the stale check's files. This costs the spare ~20 ms of CPU once (listing the objects,
-    ~2/3 of it, cannot be cut short; touching them stops for a caller), and a private copy of
-    those pages (~19 MB) while it waits."""
-    import gc
+def freeze_preloaded() -> list:
+    """Put what the preload made out of the cyclic collector's sight, and return it.
 
+    It lives as long as this process: frozen (``gc.freeze``, inherited by each child), a child's
+    collections look only at what its command makes. A full collection in a child walked the
+    whole preloaded heap (~25 ms of a 1,000-element sweep's submit), and touched every page of it
+    that the fork shares. Frozen objects are no longer in ``gc.get_objects()``, so the list of
+    them is taken here, for the spares to touch ahead (:func:`_take_faults_ahead`)."""
+    gc.collect()
     tracked = gc.get_objects()
-    for start in range(0, len(tracked), 4096):
+    gc.freeze()
+    return tracked
+
+
+def _take_faults_ahead(listener: socket.socket, modules: dict, preloaded: list) -> None:
+    """Touch what a command touches first while no command waits: every object the warm process
+    preloaded (reading one writes its reference count, so its page is copied from the warm process
+    now, not one fault at a time while the caller waits: ~2,500 faults of a submit, ~3 ms here)
+    and the stale check's files. Touching them stops for a caller; the spare keeps a private copy
+    of those pages (~19 MB) while it waits."""
+    for start in range(0, len(preloaded), 4096):
         if select.select([listener], [], [], 0)[0]:
             return  # a caller: the rest faults as the command goes
-        for _one in tracked[start:start + 4096]:
+        for _one in preloaded[start:start + 4096]:
             pass
     _stale(modules)
 
