@@ -17,6 +17,7 @@ from runjob_core.config import job_from_mapping
 from runjob_core.reporting import activity
 from runjob_core.reporting.dashboard import page_name
 from runjob_core.reporting.report import build_report
+from runjob_core.testing import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "jobs"
@@ -54,6 +55,10 @@ def sweep(tmp_path_factory):
                 job = lifecycle.apply_canary(job)
             row, _ = lifecycle.submit(context, job, lifecycle.cluster_for(context, job), spec_path=f"{name}.yaml", kind=kind)
             ids[name] = row.id
+        # "boom" has ended before anything watches it. A monitor cycle in the moment between its OOM line and its
+        # exit would stop it (cuda_oom's action) and it would end CANCELLED, not FAILED: seen once in CI under load.
+        boom = context.store.latest_attempt(ids["boom"]).submission
+        wait_until(lambda: Path(boom.extra["exit_file"]).exists(), what="the boom job's exit code")
         monitor.watch(context, list(ids.values()), min_interval=0.2, max_interval=1.0)
         for job_id in ids.values():
             row = context.store.get_job(job_id)
