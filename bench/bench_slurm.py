@@ -215,7 +215,7 @@ def status_section(args, env: dict, context, work: Path, name: str, env_vars: di
         labels.append(f"before ({args.baseline}): runjob status, warm")
     samples = time_interleaved(runs, args.reps)
     for row, own in timed.items():
-        samples[row] = own[-len(samples[row]):]  # the warm-up call, if any, left out
+        samples[row] = own  # the status process alone, one sample per round as the others
     show(f"4. one-shot `runjob status` with {len(ids)} jobs queued (whole processes)", list(zip(labels, samples)),
          target="runjob status at most 1.2x")
     print(f"  status processes that changed a row of the store: {sum(wrote)} of {len(wrote)} (nothing changed: target 0);"

@@ -59,13 +59,13 @@ def test_an_element_whose_new_id_another_process_recorded_gets_another(runjob_ho
                                    source="ids.yaml", base_dir=str(runjob_home))
         row = _run.record(context, sweep)
         cluster = lifecycle.cluster_for(context, sweep.jobs[0])
-        written = {}
         with contextlib.ExitStack() as held:
-            ids = _array._record_fresh(context, sweep, row, [0, 1, 2], cluster, None, held, written)
+            written = _array._record_fresh(context, sweep, row, [0, 1, 2], cluster, None, held)
+        ids = {index: job_row.id for index, job_row in written.items()}
         assert theirs not in ids.values() and len(set(ids.values())) == 3
         # The rows handed back as written are the rows the store reads back (the submit renders
         # and writes runjob.json from them instead of reading them again).
-        assert written == {ids[i]: context.store.get_job(ids[i]) for i in range(3)}
+        assert written == {i: context.store.get_job(ids[i]) for i in range(3)}
         assert context.store.get_job(theirs).name == "other"  # untouched
         assert [context.store.get_job(ids[i]).sweep_index for i in range(3)] == [0, 1, 2]
         assert all(context.store.latest_attempt(ids[i]).state == "SUBMITTING" for i in range(3))

@@ -277,8 +277,7 @@ def test_a_caller_without_stdin_runs_the_command_itself(client, run_dir, tmp_pat
     listener = _Listener(run_dir, native.installed_key(client))
     program = [client] if which == "native" else [sys.executable, PYTHON_CLIENT]
     try:
-        done = subprocess.run([*program, "status", "--json"], env=_environment(run_dir), cwd=tmp_path, stdin=None,
-                              capture_output=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+        done = subprocess.run([*program, "status", "--json"], env=_environment(run_dir), cwd=tmp_path, capture_output=True, timeout=60,
                               preexec_fn=lambda: os.close(0))
     finally:
         listener.close()
