@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         Rendered,
         ResultsTable,
         ResumePlan,
+        ScriptModel,
         Submission,
         TaggedJob,
     )
@@ -304,6 +305,7 @@ def runjob_submit_array(
     jobs: list[JobSpec], attempts: list[Attempt], rendereds: list[Rendered], name: str, cluster: ClusterConfig,
     transport: Transport, max_parallel: int, context: RunContext,
     folders: list[dict[str, tuple[str, int]]] | None, common_files: dict[str, tuple[str, int]] | None,
+    script_model: ScriptModel | None,
 ) -> list[Submission] | None:
     """Submit many jobs of one resource shape at once (the elements of a sweep, issue 26):
     one scheduler request for all of them, e.g. one SLURM job array.
@@ -346,6 +348,14 @@ def runjob_submit_array(
         job folder -> (text, mode). None when the core staged them (see above).
     :param common_files: Files every job's folder gets as well (the job-side library under
         ``lib/``), in the same form; None when the core staged them.
+    :param script_model: For an implementation that names it and *folders*: when not None,
+        every job's script is ``script_model.script_for(jobs[i].name, attempts[i].job_id)``
+        (the same text as ``rendereds[i].script``, made from one render: see
+        ``BackendInfo.scripts_by_substitution``) and *folders* leave the scripts out; the
+        backend puts each at ``rendereds[i].script_name`` in its job folder (mode 0755) before
+        it runs, e.g. by the same replacement on the host (SLURM ships the text once, where it
+        shipped 1,000 scripts). An implementation that does not name it gets the scripts in
+        *folders* as before.
     :returns: One :class:`Submission` per job, in the order of *jobs*, each with its own
         ``backend_job_id`` (SLURM: ``ARRAYID_TASK``); or None to let the core submit them
         one by one.
@@ -356,6 +366,7 @@ def runjob_submit_array(
 
     .. versionadded:: 0.3
     .. versionchanged:: 0.3 the *folders* and *common_files* parameters.
+    .. versionchanged:: 0.3 the *script_model* parameter.
     """
 
 

@@ -217,6 +217,21 @@ class Rendered:
 
 
 @frozen
+class ScriptModel:
+    """The one text the scripts of an array's jobs are made from: each job's script is
+    ``text`` with ``id_in`` replaced by its job id, then ``name_in`` by its job name (both
+    stand-ins are random letters, digits and ``-``; the names and ids put in are letters,
+    digits, ``.``, ``_`` and ``-``). See :func:`~runjob_core.hookspecs.runjob_submit_array`."""
+
+    text: str
+    name_in: str
+    id_in: str
+
+    def script_for(self, name: str, job_id: str) -> str:
+        return self.text.replace(self.id_in, job_id).replace(self.name_in, name)
+
+
+@frozen
 class Submission:
     """A handle on one attempt of one job at a backend."""
 
@@ -368,6 +383,13 @@ class BackendInfo:
     #: ``max_poll_interval`` while nothing changes).
     poll_interval: float = 5.0
     max_poll_interval: float = 30.0
+    #: ``True`` when the backend's script (``runjob_render`` with its own templates and the
+    #: core's) depends on the job's name and the attempt's job id only through their text
+    #: (as given, inside paths, tags and quoted values) and not at all on ``job.params``. The
+    #: elements of a sweep's array that differ only in name and params are then rendered once
+    #: and each element's script is that text with its name and id put in
+    #: (:mod:`runjob_core.sweep._scripts`, checked against real renders of the first and last).
+    scripts_by_substitution: bool = False
 
 
 @frozen

@@ -158,12 +158,13 @@ def _folder_files(job: JobSpec, rendered: Rendered, record: str | None) -> dict[
     return {**own_files(job, rendered, record), **job_side_files()}
 
 
-def own_files(job: JobSpec, rendered: Rendered, record: str | None) -> dict[str, tuple[str, int]]:
+def own_files(job: JobSpec, rendered: Rendered, record: str | None, *, script: bool = True) -> dict[str, tuple[str, int]]:
     """A job folder's files that are the job's own (relative path -> (text, mode)): its
-    script, ``params.json``, the files its template made and its *record*; the job-side
-    library (:func:`job_side_files`) is the same in every folder."""
+    script (unless not *script*: a backend that makes it from a model), ``params.json``, the
+    files its template made and its *record*; the job-side library (:func:`job_side_files`)
+    is the same in every folder."""
     return {
-        rendered.script_name: (rendered.script, 0o755),
+        **({rendered.script_name: (rendered.script, 0o755)} if script else {}),
         "params.json": (params_json(job.params), 0o644),
         **{name: (text, 0o644) for name, text in rendered.files.items()},
         **({JOB_RECORD: (record, 0o600)} if record is not None else {}),

@@ -34,19 +34,20 @@ def _seconds(value: Any) -> int:
     return parse_duration(value)
 
 
+def template_dirs_of(plugin: Any) -> list[str]:
+    """The templates folder a plugin's package brings (``<package>/templates``), if any."""
+    package = getattr(plugin, "__package__", None) or getattr(plugin, "__name__", None)
+    if not package or package.startswith("runjob_core"):
+        return []
+    try:
+        folder = importlib.resources.files(package) / "templates"
+    except (ModuleNotFoundError, TypeError):
+        return []
+    return [str(folder)] if folder.is_dir() else []
+
+
 def _plugin_template_dirs(plugins: list[Any]) -> list[str]:
-    dirs = []
-    for plugin in plugins:
-        package = getattr(plugin, "__package__", None) or getattr(plugin, "__name__", None)
-        if not package or package.startswith("runjob_core"):
-            continue
-        try:
-            folder = importlib.resources.files(package) / "templates"
-        except (ModuleNotFoundError, TypeError):
-            continue
-        if folder.is_dir():
-            dirs.append(str(folder))
-    return dirs
+    return [folder for plugin in plugins for folder in template_dirs_of(plugin)]
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:

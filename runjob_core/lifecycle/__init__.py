@@ -111,12 +111,18 @@ def templates_for(context: RunContext):
     context (a sweep's 1,000 elements render with one; Jinja2 still reloads a template whose
     file changed), again if the user's template folder appears or the plugins change."""
     plugin_objects = [p for _name, p in context.pm.list_name_plugin() if p is not None]
-    user_dir = Path(".runjob/templates")
-    key = (str(user_dir.resolve()) if user_dir.is_dir() else None, tuple(id(p) for p in plugin_objects))
+    user_dir = user_templates_dir()
+    key = (str(user_dir.resolve()) if user_dir is not None else None, tuple(id(p) for p in plugin_objects))
     made = context.core_memory.templates
     if key not in made:
         made[key] = templating.make_environment(user_dir=user_dir, plugins=plugin_objects)
     return made[key]
+
+
+def user_templates_dir() -> Path | None:
+    """The user's template folder (``.runjob/templates`` here), searched before any plugin's."""
+    folder = Path(".runjob/templates")
+    return folder if folder.is_dir() else None
 
 
 @contextlib.contextmanager

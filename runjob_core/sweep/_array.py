@@ -18,6 +18,7 @@ from runjob_core import _plugin_errors, config, lifecycle, staging
 from runjob_core.context import RunContext
 from runjob_core.errors import BackendError, RefusedError, RunjobError, TransportError
 from runjob_core.store import JobRow, SweepRow, new_job_id
+from runjob_core.sweep import _scripts
 
 
 def supported(context: RunContext, cluster) -> bool:
@@ -82,15 +83,12 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     for index in indices:
         if index not in made:
             made.update(_record_one(context, sweep, row, index, cluster, spec_path, held))
-    prepared = []  # (job row, job, attempt, rendered)
-    with lifecycle.templates_held(context) as templates:
-        for index in indices:
-            if index in made:
-                job = sweep.jobs[index]
-                job_row = made[index]
-                attempt = lifecycle.new_attempt(context, job, cluster, job_id=job_row.id, n=1)  # a new job's first
-                prepared.append((job_row, job, attempt, lifecycle.render(context, job, attempt, cluster,
-                                                                         templates=templates)))
+    fresh = [(made[index], sweep.jobs[index]) for index in indices if index in made]
+    with lifecycle.templates_held(context) as templates:  # a new job's first attempt, and its script
+        first = _scripts.first_attempts(context, cluster, [job for _row, job in fresh],
+                                        [job_row.id for job_row, _job in fresh], templates)
+    prepared = [(job_row, job, attempt, rendered)
+                for (job_row, job), attempt, rendered in zip(fresh, first.attempts, first.rendereds)]
     if not prepared:
         return
     with store.transaction():  # one commit for 1,000 scripts, not 1,000
@@ -108,15 +106,18 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
     # A backend that takes the folders' files puts them in place itself (SLURM: one bundle
     # each task unpacks when it starts); for any other, every element's folder goes in one
     # remote command (a 1,000-element array: one, not 1,000).
-    folders = len(prepared) > 1 and _takes_folders(context, cluster)
+    folders = len(prepared) > 1 and _takes(context, cluster, "folders")
     codes = staging.stage_many(transport, staged, put_files=not folders)
     for (job_row, _job, attempt, _rendered), code in zip(prepared, codes):
         if code is not None:
             lifecycle._record_code(context, job_row.id, attempt.n, code)
     submissions = None
     if len(prepared) > 1:
-        files = [staging.own_files(job, rendered, record) for _layout, job, rendered, record in staged] if folders else None
-        submissions = _ask(context, cluster, transport, prepared, limit, row.name, files)
+        # A backend that takes the scripts' model makes each script itself: the folders go without.
+        model = first.model if folders and _takes(context, cluster, "script_model") else None
+        files = [staging.own_files(job, rendered, record, script=model is None)
+                 for _layout, job, rendered, record in staged] if folders else None
+        submissions = _ask(context, cluster, transport, prepared, limit, row.name, files, model)
     if submissions is None:  # one element, or the backend makes no array of these: each alone,
         # rendered and staged by its own submit (a folder the backend was to write is written there)
         for job_row, job, attempt, _rendered in prepared:
@@ -217,14 +218,17 @@ def _created(sweep, row: SweepRow, index: int, job_id: str) -> str:
             f"spec {sweep.job_hashes[index]})")
 
 
-def _takes_folders(context: RunContext, cluster) -> bool:
-    """Whether the backend's ``runjob_submit_array`` takes *folders* (puts the files itself)."""
-    return any("folders" in impl.argnames for impl in context.hook("runjob_submit_array", cluster.type).get_hookimpls())
+def _takes(context: RunContext, cluster, parameter: str) -> bool:
+    """Whether the backend's ``runjob_submit_array`` names *parameter* (``folders``: it puts the
+    files itself; ``script_model``: it makes each script from the model)."""
+    return any(parameter in impl.argnames for impl in context.hook("runjob_submit_array", cluster.type).get_hookimpls())
 
 
-def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str, folders: list | None):
+def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, name: str, folders: list | None,
+         script_model=None):
     """``runjob_submit_array`` once for all of *prepared* (with their *folders*' files when the
-    backend takes them); their submissions in order, or None."""
+    backend takes them, and the *script_model* their scripts were made from when it takes that);
+    their submissions in order, or None."""
     first = prepared[0][0]
     from runjob_core.transport.held import HeldTree, hold_tree
 
@@ -233,7 +237,7 @@ def _ask(context: RunContext, cluster, transport, prepared: list, limit: int, na
     kwargs = {"jobs": [p[1] for p in prepared], "attempts": [p[2] for p in prepared],
               "rendereds": [p[3] for p in prepared], "name": name, "cluster": cluster, "transport": transport,
               "max_parallel": limit, "context": context, "folders": folders,
-              "common_files": staging.job_side_files() if folders is not None else None}
+              "common_files": staging.job_side_files() if folders is not None else None, "script_model": script_model}
     try:
         submissions = _plugin_errors.call_first(context, context.hook("runjob_submit_array", cluster.type), kwargs,
                                                 hook="runjob_submit_array", blame=cluster.type, job_id=first.id,

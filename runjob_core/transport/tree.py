@@ -139,9 +139,16 @@ def _ustar_header(path: str, size: int, mode: int, mtime: int, link: str | None)
         prefix, name = name[:cut], name[cut + 1:]
     if len(linkname) > 100 or size > 0o77777777777:
         return None
-    header = _USTAR.pack(name, b"%07o\0" % mode, b"0000000\0", b"0000000\0", b"%011o\0" % size, b"%011o\0" % mtime,
-                         b" " * 8, b"1" if link else b"0", linkname, b"ustar\0", b"00", b"", b"", b"", b"", prefix, b"")
-    return header[:148] + b"%06o\0 " % sum(header) + header[156:]
+    fields = (b"%07o\0" % mode, b"%011o\0" % size, b"%011o\0" % mtime, b"1" if link else b"0")
+    # The checksum is the sum of the header's bytes with its own field as spaces: the fields
+    # that vary summed here, the constant ones once (summing all 512 bytes was half a header).
+    checksum = _CONSTANT_SUM + sum(name) + sum(prefix) + sum(linkname) + sum(map(sum, fields))
+    return _USTAR.pack(name, fields[0], b"0000000\0", b"0000000\0", fields[1], fields[2], b"%06o\0 " % checksum,
+                       fields[3], linkname, b"ustar\0", b"00", b"", b"", b"", b"", prefix, b"")
+
+
+#: The bytes every header has in the same place: uid, gid, the checksum field read as spaces, magic, version.
+_CONSTANT_SUM = sum(b"0000000\0" * 2 + b" " * 8 + b"ustar\0" + b"00")
 
 
 def _tarfile(files: dict[str, tuple[str, int]], mtime: int) -> bytes:

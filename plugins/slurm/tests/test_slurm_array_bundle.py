@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from runjob_core.models import Attempt, Layout, Rendered
+from runjob_core.models import Attempt, Layout, Rendered, ScriptModel
 from runjob_slurm import _array
 
 
@@ -76,6 +76,48 @@ def test_each_task_unpacks_only_its_own_element_and_runs_it_there(tmp_path):
 
     assert run_task(script, 2).returncode == 0
     assert "élément a-lr-1 in" in open(attempts[2].layout.log_path, encoding="utf-8").read()
+
+
+def test_a_task_makes_its_script_from_the_array_s_model_and_runs_it(tmp_path):
+    # The elements' scripts made from one text (runjob_core.sweep._scripts): the bundle holds
+    # none, each task makes its own by the same replacement and runs it.
+    names = ["m-lr-0.1", "m-lr-0.3", "m-lr-1"]
+    attempts = attempts_in(tmp_path, names)
+    model = ScriptModel(text="#!/bin/bash\n# job rjnameab12 (rj-idcd34), log {scratch}/logs/rjnameab12.out\n"
+                             "echo \"élément rjnameab12 rj-idcd34 in $PWD\"\ncat params.json\n".replace("{scratch}", str(tmp_path)),
+                        name_in="rjnameab12", id_in="rj-idcd34")
+    rendereds = [Rendered(script=model.script_for(n, a.job_id), template="t", source="s", script_name="run.1.sh")
+                 for n, a in zip(names, attempts)]
+    folders = [{"params.json": (json.dumps({"who": n}) + "\n", 0o644), "runjob.json": ("{}\n", 0o600)} for n in names]
+
+    from runjob_core.models import ClusterConfig
+    from runjob_core.transport import LocalTransport
+    from runjob_core.transport.execute import Completed
+
+    class RecordedSbatch(LocalTransport):
+        def run(self, argv, **kwargs):
+            if argv[0] == "sbatch":
+                return Completed(argv=list(argv), returncode=0, stdout="77\n", stderr="")
+            return super().run(argv, **kwargs)
+
+    class Named:  # the jobs: only their names are read
+        def __init__(self, name):
+            self.name = name
+
+    cluster = ClusterConfig(name="c", type="slurm", scratch_path=str(tmp_path))
+    made = _array.submit([Named(n) for n in names], attempts, rendereds, "grid", cluster, RecordedSbatch(), 3,
+                         folders=folders, common_files={"lib/x.py": ("X = 1\n", 0o644)}, script_model=model)
+    assert [s.backend_job_id for s in made] == ["77_0", "77_1", "77_2"]
+    folder = _array.array_dir(attempts[0])
+    assert open(f"{folder}/model.sh").read() == model.text
+    done = run_task(f"{folder}/array.sh", 1)
+    assert done.returncode == 0, done.stderr
+    ran = attempts[1].layout
+    assert open(ran.script_path).read() == rendereds[1].script  # byte for byte the element's own
+    assert os.access(ran.script_path, os.X_OK)
+    log = open(ran.log_path, encoding="utf-8").read()
+    assert f"élément m-lr-0.3 rj-m-lr-0.3 in {ran.job_dir}" in log and '"who": "m-lr-0.3"' in log
+    assert sorted(os.listdir(ran.job_dir)) == ["lib", "params.json", "run.1.sh", "runjob.json"]
 
 
 def test_a_task_whose_bundle_is_gone_says_so_in_its_log_and_exits_97(tmp_path):

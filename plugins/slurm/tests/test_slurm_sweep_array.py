@@ -272,28 +272,38 @@ def test_a_sweep_on_a_shared_postgresql_state_goes_out_as_one_array(pg_url, monk
 
 def test_an_element_folder_is_made_by_its_task_from_the_bundle(ctx, shared, runjob_home):
     # No workdir: nothing of an element is written at submit but its marker; its task makes its
-    # folder from the array's bundle when it starts, and runs its script there.
+    # folder from the array's bundle when it starts, makes its script from the array's one
+    # model (the elements differ in params only), and runs it there.
     remote(ctx, f"mkdir -p {shlex.quote(shared)} && touch {shlex.quote(shared)}/gate")
     command = ('while [ -e "$SWEEP_DIR/gate" ]; do sleep 0.2; done; '
                'python3 -c "import json, os, runjob_core.job; print(\'params\', json.load(open(\'params.json\')))"')
+    values = [0.1, 0.2, 0.3, 0.4]
     spec = {"name": "made", "command": command, "cluster": "under-test", "env": {"SWEEP_DIR": shared},
-            "sweep": {"params": {"lr": [0.1, 0.2, 0.3]}, "max_parallel": 1}}
+            "sweep": {"params": {"lr": values}, "max_parallel": 1}}
     sweep = sweep_from_mapping(spec, source=str(runjob_home / "made.yaml"), base_dir=str(runjob_home))
     row = _run.record(ctx, sweep)
     _run.start(ctx, sweep, row, limit=1)
     jobs = _run.element_jobs(ctx.store, row.id)
-    submissions = [json.loads(ctx.store.latest_attempt(jobs[i].id).submission_json) for i in range(3)]
+    submissions = [json.loads(ctx.store.latest_attempt(jobs[i].id).submission_json) for i in range(4)]
     folders = [s["job_dir"] for s in submissions]
+    array = f"{ctx.clusters['under-test'].scratch_path}/arrays/{jobs[0].id}.1"
+    assert remote(ctx, f"test -f {shlex.quote(array)}/model.sh").ok
+    bundled = remote(ctx, f"tar -t -f {shlex.quote(array)}/bundle.tar").stdout.split()
+    assert "params.json" in bundled and "run.1.sh" not in bundled  # the scripts are made by the tasks
     wait_until(lambda: remote(ctx, f"test -f {shlex.quote(folders[0])}/params.json").ok, timeout=120,
                what="element 0's folder made by its task")
     assert not remote(ctx, f"test -e {shlex.quote(folders[2])}").ok  # element 2 waits behind %1: no folder yet
     remote(ctx, f"rm -f {shlex.quote(shared)}/gate")
     driven = _run.drive(ctx, sweep, row, checks=[], interval=1.0)
-    assert [e["state"] for e in driven.elements] == ["COMPLETED"] * 3
+    assert [e["state"] for e in driven.elements] == ["COMPLETED"] * 4
     for index, (folder, submission) in enumerate(zip(folders, submissions)):
-        lr = [0.1, 0.2, 0.3][index]
+        lr = values[index]
         assert {"params.json", "run.1.sh", "runjob.json", "lib"} <= set(remote(ctx, f"ls {shlex.quote(folder)}").stdout.split())
         assert json.loads(remote(ctx, f"cat {shlex.quote(folder)}/params.json").stdout) == {"lr": lr}
+        # The script the task made and ran is the element's own, byte for byte as the store has it.
+        script = f"{shlex.quote(folder)}/run.1.sh"
+        assert remote(ctx, f"cat {script}").stdout == jobs[index].script
+        assert remote(ctx, f"stat -c %a {script}").stdout.strip() == "755"
         # The job-side library imported from the element's own lib/, the params read in its folder.
         assert f"params {{'lr': {lr}}}" in remote(ctx, f"cat {shlex.quote(submission['log_path'])}").stdout
 

@@ -18,7 +18,8 @@ def runjob_backend_info():
     from runjob_local._checks import LocalSettings
 
     # Polling a local job is a few stat() calls: back off only to 5 s.
-    return BackendInfo(name=NAME, source=SOURCE, options=LocalSettings, poll_interval=0.5, max_poll_interval=5.0)
+    return BackendInfo(name=NAME, source=SOURCE, options=LocalSettings, poll_interval=0.5, max_poll_interval=5.0,
+                       scripts_by_substitution=True)
 
 
 @hookimpl

@@ -22,7 +22,7 @@ def runjob_backend_info():
 
     # A pod's API status is one list call for every job; still, no need to ask every second.
     return BackendInfo(name=NAME, source=SOURCE, options=RunpodSettings, machine_per_job=True,
-                       poll_interval=5.0, max_poll_interval=30.0)
+                       poll_interval=5.0, max_poll_interval=30.0, scripts_by_substitution=True)
 
 
 @hookimpl

@@ -19,8 +19,10 @@ def runjob_backend_info():
     from runjob_slurm._options import SlurmOptions
 
     # A login host over SSH; a scheduler is polled gently (30 s once nothing changes).
+    # Its script names the job and its id only as text (sbatch-safe, quoted): an array's
+    # elements are rendered once (BackendInfo.scripts_by_substitution).
     return BackendInfo(name="slurm", source=SOURCE, options=SlurmOptions, required_keys=("host",), poll_interval=5.0,
-                       max_poll_interval=30.0)
+                       max_poll_interval=30.0, scripts_by_substitution=True)
 
 
 @hookimpl
@@ -57,10 +59,12 @@ def runjob_submit(job, attempt, rendered, cluster, transport):
 
 
 @hookimpl
-def runjob_submit_array(jobs, attempts, rendereds, name, cluster, transport, max_parallel, folders, common_files):
+def runjob_submit_array(jobs, attempts, rendereds, name, cluster, transport, max_parallel, folders, common_files,
+                        script_model):
     from runjob_slurm import _array
 
-    return _array.submit(jobs, attempts, rendereds, name, cluster, transport, max_parallel, folders, common_files)
+    return _array.submit(jobs, attempts, rendereds, name, cluster, transport, max_parallel, folders, common_files,
+                         script_model)
 
 
 @hookimpl

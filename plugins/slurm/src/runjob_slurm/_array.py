@@ -70,40 +70,50 @@ def _resources(script: str) -> list[str]:
     return found
 
 
-def index_lines(attempts, rendereds, ranges: list[tuple[int, int]] | None) -> str:
+def index_lines(attempts, rendereds, ranges: list[tuple[int, int]] | None, names: list[str] | None = None) -> str:
     """The array's index: line i is task i's element, ``<job id>.<attempt> <at> <size> <folder>
     <script> <log>`` (*at*, *size*: its range of the bundle; ``-`` when its folder was written at
-    submit). Every path is one word: :func:`submit` takes none that sbatch would split."""
+    submit), then its job name when the task makes its script from the array's model (*names*).
+    Every path is one word: :func:`submit` takes none that sbatch would split."""
     lines = []
     for i, (attempt, rendered) in enumerate(zip(attempts, rendereds)):
         layout = attempt.layout
         at, size = ranges[i] if ranges is not None else ("-", "-")
         script = layout.script_path or f"{layout.job_dir}/{rendered.script_name}"
-        lines.append(f"{attempt.job_id}.{attempt.n} {at} {size} {layout.job_dir} {script} {layout.log_path}\n")
+        name = f" {names[i]}" if names is not None else ""
+        lines.append(f"{attempt.job_id}.{attempt.n} {at} {size} {layout.job_dir} {script} {layout.log_path}{name}\n")
     return "".join(lines)
 
 
-def render(n: int, first, name: str, resources: list[str], comment: str, max_parallel: int, library: int) -> str:
+def render(n: int, first, name: str, resources: list[str], comment: str, max_parallel: int, library: int,
+           script_model=None) -> str:
     """The array's script, the same size whatever *n*: task i reads its element from line i+1
     of the array's index, makes the element's folder, unpacks its files there from the bundle
     (the first *library* bytes, runjob's job-side library, then the element's own range of tar
     members, then the two empty blocks that end an archive) unless they were written at
-    submit, and runs its script there, appending to its log."""
+    submit, makes its script from the array's *script_model* (``model.sh``) when it has one,
+    and runs its script there, appending to its log."""
     folder = array_dir(first)
     bound = f"%{max_parallel}" if max_parallel < n else ""
+    # The model's stand-ins are letters, digits and "-", the names and ids put in letters,
+    # digits, ".", "_" and "-" (ScriptModel): nothing sed reads as a pattern or replacement.
+    make_script = ("" if script_model is None else
+                   f'&& sed -e "s#{script_model.id_in}#${{e%.*}}#g" -e "s#{script_model.name_in}#$n#g" '
+                   '"$runjob_model" > "$s" && chmod 755 "$s" ')
     return "\n".join([
         "#!/bin/bash", f"#SBATCH --job-name={name if _parse_safe(name) else 'runjob-array'}", f"#SBATCH --array=0-{n - 1}{bound}",
         f"#SBATCH --output={folder}/array-%A_%a.out", f"#SBATCH --comment={comment}", *resources,
         "# Rendered by runjob: one task per sweep element; task i runs element i's own script in its own folder,",
-        "# as line i+1 of the index says (its id, its range of the bundle, its folder, script and log).",
-        f"runjob_index={shlex.quote(folder + '/index')} runjob_bundle={shlex.quote(folder + '/bundle.tar')}",
+        "# as line i+1 of the index says (its id, its range of the bundle, its folder, script, log and name).",
+        f"runjob_index={shlex.quote(folder + '/index')} runjob_bundle={shlex.quote(folder + '/bundle.tar')} "
+        f"runjob_model={shlex.quote(folder + '/model.sh')}",
         'case "${SLURM_ARRAY_TASK_ID:-x}" in *[!0-9]*) echo "runjob: not an array task" >&2; exit 2 ;; esac',
-        'read -r _ at size d s l < <(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$runjob_index")',
+        'read -r e at size d s l n < <(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" "$runjob_index")',
         'if [ -z "$l" ]; then echo "runjob: array task $SLURM_ARRAY_TASK_ID runs no element" >&2; exit 2; fi',
         'if [ "$at" != - ]; then',
         f'  mkdir -p "$d" && [ -r "$runjob_bundle" ] && {{ head -c {library} "$runjob_bundle"; '
         'tail -c +$((at + 1)) "$runjob_bundle" | head -c "$size"; head -c 1024 /dev/zero; } | tar -x -m -f - -C "$d" '
-        '&& [ -f "$s" ] || {',
+        f'{make_script}&& [ -f "$s" ] || {{',
         '    echo "[runjob] cannot unpack this element\'s files from $runjob_bundle into $d" | tee -a "$l" >&2',
         f"    exit {CANNOT_UNPACK}", "  }", "fi",
         'cd "$d" && exec bash "$s" >> "$l" 2>&1', ""])
@@ -130,13 +140,20 @@ def bundle_of(folders: list[dict], common: dict) -> tuple[bytes, int, list[tuple
     return b"".join(parts), len(library), ranges
 
 
-def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_parallel: int, folders=None, common_files=None):
+def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_parallel: int, folders=None, common_files=None,
+           script_model=None):
     """One ``sbatch --array=0-N%K``; one Submission per element (``ARRAYID_TASK``). None when
     the elements' resource lines differ (the core then submits them one by one). With
-    *folders* (each element's files), they go in the array's bundle, unpacked by each task."""
-    resources = [_resources(r.script) for r in rendereds]
-    if any(r != resources[0] for r in resources):
-        return None
+    *folders* (each element's files), they go in the array's bundle, unpacked by each task;
+    with *script_model* too, the folders hold no script and each task makes its own from the
+    model (shipped once as ``model.sh``)."""
+    if script_model is not None and not any(script_model.name_in in line or script_model.id_in in line
+                                            for line in _resources(script_model.text)):
+        resources = [_resources(script_model.text)]  # every element's, by construction
+    else:
+        resources = [_resources(r.script) for r in rendereds]
+        if any(r != resources[0] for r in resources):
+            return None
     first = attempts[0]
     for attempt, rendered in zip(attempts, rendereds):
         layout = attempt.layout
@@ -151,14 +168,19 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
     bundle = bundle_of(folders, common_files or {}) if folders is not None else None
     files = {}
     if folders is not None and bundle is None:  # a path no tar header holds: the folders now, as the core would
-        for attempt, own in zip(attempts, folders):
+        for attempt, own, rendered in zip(attempts, folders, rendereds):
             prefix = posixpath.relpath(attempt.layout.job_dir, root)
-            files.update({f"{prefix}/{rel}": entry for rel, entry in {**own, **(common_files or {})}.items()})
+            script = {rendered.script_name: (rendered.script, 0o755)} if script_model is not None else {}
+            files.update({f"{prefix}/{rel}": entry for rel, entry in {**own, **script, **(common_files or {})}.items()})
+    modelled = script_model if bundle is not None else None  # each task makes its script from the model
     if bundle is not None:
         files[posixpath.relpath(f"{folder}/bundle.tar", root)] = (bundle[0], 0o644)
-    files[posixpath.relpath(f"{folder}/index", root)] = (index_lines(attempts, rendereds, bundle and bundle[2]), 0o644)
+    if modelled is not None:
+        files[posixpath.relpath(f"{folder}/model.sh", root)] = (modelled.text, 0o644)
+    names = [job.name for job in jobs] if modelled is not None else None
+    files[posixpath.relpath(f"{folder}/index", root)] = (index_lines(attempts, rendereds, bundle and bundle[2], names), 0o644)
     files[posixpath.relpath(script_path, root)] = (render(len(attempts), first, name, resources[0], comment, max_parallel,
-                                                          bundle[1] if bundle else 0), 0o755)
+                                                          bundle[1] if bundle else 0, modelled), 0o755)
     logs = tuple(dict.fromkeys(attempt.layout.log_path.rsplit("/", 1)[0] for attempt in attempts))
     transport.put_tree(root, files, also_make=logs)
     result = transport.run(["sbatch", "--parsable", "--chdir", folder, script_path], idempotent=False)
