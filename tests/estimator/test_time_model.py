@@ -297,7 +297,7 @@ def test_held_out_training_is_within_2x():
 def test_held_out_inference_is_within_2x():
     """Inference alone keeps the 2x goal (82 of 84 after round 9; the two outside are throughput reports:
     vllm#8244's 405B FP8 run its reporter calls poor, 2.88x, and vllm#12315's one ShareGPT wave whose longest
-    request is not printed, 2.70x)."""
+    request is not printed, 2.70x; round 11: 96 of 100, the Qwen2-57B-A14B rows on vLLM 0.4.2 at 2.41x and 2.32x)."""
     rows = [r for r in time_eval.score(time_eval.load("heldout")) if r["group"] == "inference"]
     assert len(rows) >= 84 and time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
 
@@ -312,16 +312,18 @@ def test_held_out_is_within_2x_on_95_percent():
 def test_held_out_counts_do_not_fall_below_round_11():
     """A floor, not the goal: counts (not shares), so that a new case never breaks it and a model change that
     loses a held-out case does. Round 9: 87 of 130 scored within 1.5x, 121 within 2x; round 10: 98 and 125;
-    round 11: 119 and 144 of 148 (VectorLM's 18 rows added, then the fsdp prior read from fms-fsdp's eager 7B row)."""
+    round 11: 119 and 144 of 148 (VectorLM's 18 rows added, then the fsdp prior read from fms-fsdp's eager 7B row),
+    then 133 and 158 of 164 (the Qwen2 speed page's 16 rows, scored once, no change after them)."""
     rows = time_eval.score(time_eval.load("heldout"))
-    assert sum(r["error"] <= 1.5 for r in rows) >= 119 and sum(r["error"] <= 2.0 for r in rows) >= 144, \
+    assert sum(r["error"] <= 1.5 for r in rows) >= 133 and sum(r["error"] <= 2.0 for r in rows) >= 158, \
         time_eval.table(rows)
 
 
 def test_held_out_meets_the_issue_goal():
     """The issue's goal, at least 80% within 1.5x and 95% within 2x: met in round 11, 119 of 148 (80.4%) and 144
-    (97.3%), one case above the 1.5x line (118 would be 79.7%). Rounds 6-10 missed the 1.5x goal (75% in round 10).
-    What is still outside 1.5x (29 cases): `time_misses.md`, round 11. Constants are not refitted to held-out cases."""
+    (97.3%) after the fsdp prior, then 133 of 164 (81.1%) and 158 (96.3%) with the Qwen2 page's 16 rows, scored once
+    (132 needed). Rounds 6-10 missed the 1.5x goal (75% in round 10). What is still outside 1.5x (31 cases):
+    `time_misses.md`, round 11. Constants are not refitted to held-out cases."""
     rows = time_eval.score(time_eval.load("heldout"))
     summary = time_eval.summary(rows)
     assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
