@@ -283,18 +283,12 @@ def test_tuning_set_is_kept_within_the_goal():
     assert len(vm) == 5 and all(1.0 < r["ratio"] < 2.5 for r in vm), time_eval.table(rows)
 
 
-TORCHTUNE_2X = ("round 9 added torchtune's README tables (24 fine-tuning rows; the data audit after it marked the A6000 "
-                "LoRA row invalid, 1.32 of the card's dense peak at the least, and 23 are scored); round 10 reads "
-                "params.compile and params.nf4_backend, as the rows' sources state them. Outside 2x after round 10: "
-                "the single-GPU RTX 4090 / RTX A6000 rows of the 2024-09 table (0.47 LoRA, 0.44 full on the A6000: the "
-                "least FLOPs of their settings put them at 0.81 and 0.98 of the cards' dense peaks) and 4 x RTX 4090 "
-                "full fine-tuning (3.55, the README's column read as the job's rate, settled from its text)")
-
-
-@pytest.mark.xfail(strict=True, reason="training within 2x: 43 of 46 scored held-out cases (93%) after round 10 "
-                   "(39 after round 9, 23 of 23 before it); " + TORCHTUNE_2X)
 def test_held_out_training_is_within_2x():
-    """Scored after the constants were frozen; `python tests/estimator/time_eval.py` prints every case."""
+    """Training alone within 2x on 95%: 23 of 23 before round 9, 39 of 46 after its torchtune rows, 43 of 46 after
+    round 10, 62 of 64 after round 11 (VectorLM's 18 rows; the fsdp prior from fms-fsdp's eager 7B row). Outside:
+    torchtune's 2024-05 RTX 4090 full fine-tunes, 1 GPU (2.10, PagedAdamW paging on a 24 GB card) and 4 GPUs (4.33,
+    the README's column read as the job's rate). Scored after the constants were frozen; `python
+    tests/estimator/time_eval.py` prints every case."""
     rows = time_eval.score(time_eval.load("heldout"))
     training = [r for r in rows if r["group"] == "training"]
     assert len(training) >= 13 and time_eval.summary(training)["within_2x"] >= 0.95, time_eval.table(rows)
@@ -303,43 +297,36 @@ def test_held_out_training_is_within_2x():
 def test_held_out_inference_is_within_2x():
     """Inference alone keeps the 2x goal (82 of 84 after round 9; the two outside are throughput reports:
     vllm#8244's 405B FP8 run its reporter calls poor, 2.88x, and vllm#12315's one ShareGPT wave whose longest
-    request is not printed, 2.70x)."""
+    request is not printed, 2.70x; round 11: 96 of 100, the Qwen2-57B-A14B rows on vLLM 0.4.2 at 2.41x and 2.32x)."""
     rows = [r for r in time_eval.score(time_eval.load("heldout")) if r["group"] == "inference"]
     assert len(rows) >= 84 and time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
 def test_held_out_is_within_2x_on_95_percent():
     """The issue's 2x goal: met from round 6 to round 8 (85 of 87), lost in round 9 (121 of 130), met again after
-    round 10 (125 of 130, 96%)."""
+    round 10 (125 of 130, 96%) and round 11 (144 of 148, 97%)."""
     rows = time_eval.score(time_eval.load("heldout"))
     assert time_eval.summary(rows)["within_2x"] >= 0.95, time_eval.table(rows)
 
 
-def test_held_out_counts_do_not_fall_below_round_10():
+def test_held_out_counts_do_not_fall_below_round_11():
     """A floor, not the goal: counts (not shares), so that a new case never breaks it and a model change that
-    loses a held-out case does. Round 9: 87 of 130 scored within 1.5x, 121 within 2x; round 10: 98 and 125."""
+    loses a held-out case does. Round 9: 87 of 130 scored within 1.5x, 121 within 2x; round 10: 98 and 125;
+    round 11: 119 and 144 of 148 (VectorLM's 18 rows added, then the fsdp prior read from fms-fsdp's eager 7B row),
+    then 133 and 158 of 164 (the Qwen2 speed page's 16 rows, scored once, no change after them)."""
     rows = time_eval.score(time_eval.load("heldout"))
-    assert sum(r["error"] <= 1.5 for r in rows) >= 98 and sum(r["error"] <= 2.0 for r in rows) >= 125, \
+    assert sum(r["error"] <= 1.5 for r in rows) >= 133 and sum(r["error"] <= 2.0 for r in rows) >= 158, \
         time_eval.table(rows)
 
 
-@pytest.mark.xfail(strict=True, reason="1.5x not met on the held-out set (README, 'Time estimates'): 130 cases scored "
-                   "(131 in the file, one marked invalid), round 10: 98 (75%) within 1.5x, 125 (96%) within 2x; 104 "
-                   "within 1.5x are needed (round 9: 87 / 121). Round 10 moved, dropped and edited no case; it read "
-                   "params.compile (x1.19, the PyTorch/IBM blog's 7B pair) and params.nf4_backend (torchao's "
-                   "dequantisation in bytes) that 23 and 4 held-out cases' sources state. Outside 1.5x: 10 torchtune "
-                   "rows (2024-09, compiled: 0.44-0.65 on one RTX 4090 / A6000 and 405B QLoRA on 8 A100s; 2024-05: "
-                   "0.52-0.64 and 1.52-3.55: single-GPU rows near the cards' peaks, multi-GPU 4090 rows read as the "
-                   "job's rate); "
-                   "transformers generate on the Qwen3 H20 host (8, 0.54-0.63) and the Qwen1.5 A100 host's 0.5B "
-                   "rows (4, 0.58-0.64): those hosts' CPUs run eager layers faster than the 1 ms prior, which no spec "
-                   "field states (the calibration from the user's own runs does); HF/PyTorch training on the H200 (3, "
-                   "0.60-0.63); fms-fsdp 70B on 128 A100s eager (0.64); torchtitan on Grand Teton's 500 W H100 96GB "
-                   "(1.56, 1.61); vLLM V0 batched TP rows of vllm#16300 (1.84, 1.61); the two throughput reports "
-                   "(2.88, 2.70). Constants are not refitted to held-out cases")
 def test_held_out_meets_the_issue_goal():
-    summary = time_eval.summary(time_eval.score(time_eval.load("heldout")))
-    assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95
+    """The issue's goal, at least 80% within 1.5x and 95% within 2x: met in round 11, 119 of 148 (80.4%) and 144
+    (97.3%) after the fsdp prior, then 133 of 164 (81.1%) and 158 (96.3%) with the Qwen2 page's 16 rows, scored once
+    (132 needed). Rounds 6-10 missed the 1.5x goal (75% in round 10). What is still outside 1.5x (31 cases):
+    `time_misses.md`, round 11. Constants are not refitted to held-out cases."""
+    rows = time_eval.score(time_eval.load("heldout"))
+    summary = time_eval.summary(rows)
+    assert summary["within_1.5x"] >= 0.8 and summary["within_2x"] >= 0.95, time_eval.table(rows)
 
 
 def test_held_out_cases_cite_their_source():

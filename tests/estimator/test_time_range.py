@@ -42,24 +42,24 @@ def _time(total, limit=None, kind="lora", source="first-principles"):
 def test_range_and_segments_at_its_high_end():
     t = _time(10 * 3600, limit=3600)
     time_range.apply_range(t)
-    assert t["range_seconds"] == pytest.approx([10 * 3600 / 1.9, 19 * 3600]) and t["segments_max"] == 19
-    assert t["tokens_per_s_range"] == [526.3, 1900.0]
+    assert t["range_seconds"] == pytest.approx([10 * 3600 / 1.7, 17 * 3600]) and t["segments_max"] == 17
+    assert t["tokens_per_s_range"] == [588.2, 1700.0]
     measured = _time(3600.0, source="measured")
     time_range.apply_range(measured)
     assert measured["range_seconds"][1] == pytest.approx(3600 * 1.15)
     unknown = _time(None)
     time_range.apply_range(unknown)
-    assert unknown["range_seconds"] is None and unknown["tokens_per_s_range"] == [526.3, 1900.0]
+    assert unknown["range_seconds"] is None and unknown["tokens_per_s_range"] == [588.2, 1700.0]
 
 
 def test_the_suggested_limit_is_the_high_end_or_the_partition_maxtime():
     t = _time(3600.0)
     time_range.apply_range(t)
     time_range.suggest_limit(t)
-    # 1 h x 1.9 x 1.1 = 7,524 s, rounded up to 5 min
-    assert t["suggested_seconds"] == 7800 and "high end" in t["suggested_because"]
+    # 1 h x 1.7 x 1.1 = 6,732 s, rounded up to 5 min
+    assert t["suggested_seconds"] == 6900 and "high end" in t["suggested_because"]
     time_range.suggest_limit(t, partition_seconds=4 * 3600)
-    assert t["suggested_seconds"] == 7800
+    assert t["suggested_seconds"] == 6900
     time_range.suggest_limit(t, partition_seconds=3600)
     assert t["suggested_seconds"] == 3600 and "MaxTime" in t["suggested_because"]
 
@@ -78,19 +78,19 @@ def test_a_limit_that_holds_the_estimate_but_not_its_high_end_is_warned():
     judged = _finish(t, time="1:00:00")
     assert "fits the 1:00:00 limit" in judged.summary
     [warning] = judged.data["warnings"]
-    assert "not at its high end (1:35:00)" in warning and "ask for resources.time 1:45:00" in warning
+    assert "not at its high end (1:25:00)" in warning and "ask for resources.time 1:35:00" in warning
 
 
 def test_a_limit_far_above_the_high_end_is_told_what_would_do():
     t = _time(600.0, limit=24 * 3600.0)
     judged = _finish(t, time="24:00:00")
-    assert not judged.data.get("warnings") and "0:25:00 would do" in judged.summary and "backfill" in judged.summary
+    assert not judged.data.get("warnings") and "0:20:00 would do" in judged.summary and "backfill" in judged.summary
 
 
 def test_without_a_limit_the_line_names_the_limit_to_ask_for():
     t = _time(3600.0)
     judged = _finish(t)
-    assert "about 60 min (32-114 min)" in judged.summary and "ask for resources.time 2:10:00" in judged.summary
+    assert "about 60 min (35-102 min)" in judged.summary and "ask for resources.time 1:55:00" in judged.summary
 
 
 def test_a_job_that_cannot_resume_is_told_the_suggested_limit():
@@ -98,7 +98,7 @@ def test_a_job_that_cannot_resume_is_told_the_suggested_limit():
     job = job_from_mapping({**LORA, "resources": {**LORA["resources"], "time": "1:00:00"}, "resume": {"auto": False}},
                            source="lora.yaml")
     [judged] = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": t})])
-    assert judged.fits is False and any("resources.time >= 10:30:00" in s for s in judged.suggestions)
+    assert judged.fits is False and any("resources.time >= 9:25:00" in s for s in judged.suggestions)
 
 
 
@@ -141,12 +141,12 @@ def test_a_finished_job_calibrates_estimates_with_other_settings(runjob_home):
 
 
 def test_more_segments_at_the_high_end_than_max_timeouts_is_warned():
-    t = _time(10 * 3600.0, limit=3600.0)  # 10 segments at the estimate, 19 at its high end
+    t = _time(10 * 3600.0, limit=3600.0)  # 10 segments at the estimate, 17 at its high end
     job = job_from_mapping({**LORA, "resources": {**LORA["resources"], "time": "1:00:00"}, "resume": {"max_timeouts": 12}},
                            source="lora.yaml")
     [judged] = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": t})])
     assert judged.fits is None and "10 segments" in judged.data["warnings"][0]
-    assert "needs 19 segments, more than resume.max_timeouts=12: raise it to 19" in judged.data["warnings"][1]
+    assert "needs 17 segments, more than resume.max_timeouts=12: raise it to 17" in judged.data["warnings"][1]
 
 
 def test_without_resources_time_a_long_partition_limit_gets_the_shorter_one_that_would_do():
@@ -155,8 +155,8 @@ def test_without_resources_time_a_long_partition_limit_gets_the_shorter_one_that
     estimates = [Estimate(source="runjob-core", summary="time: ...", data={"time": t}),
                  Estimate(source="slurm", summary="no resources.time", data={"partition_max_seconds": 2 * 86400})]
     judged = time_gate.finish(job, estimates)[0]
-    assert judged.data["time"]["limit_from"] == "partition" and judged.data["time"]["suggested_seconds"] == 1500
-    assert "asks for the partition's 48:00:00: resources.time 0:25:00 would do" in judged.summary
+    assert judged.data["time"]["limit_from"] == "partition" and judged.data["time"]["suggested_seconds"] == 1200
+    assert "asks for the partition's 48:00:00: resources.time 0:20:00 would do" in judged.summary
     assert not judged.data.get("warnings")
     # the work beyond MaxTime: the suggestion is MaxTime itself, the fewest segments
     long = time_gate.finish(job, [Estimate(source="runjob-core", summary="time: ...", data={"time": _time(10 * 86400.0)}),
