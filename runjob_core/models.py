@@ -226,9 +226,27 @@ class ScriptModel:
     text: str
     name_in: str
     id_in: str
+    #: ``text`` cut at each stand-in: (pieces, where the ids go, where the names go), made once.
+    _cut: tuple[list[str], list[int], list[int]] = field(init=False, eq=False, repr=False)
+
+    @_cut.default
+    def _cut_at_stand_ins(self) -> tuple[list[str], list[int], list[int]]:
+        import re
+
+        pieces = re.split(f"({re.escape(self.id_in)}|{re.escape(self.name_in)})", self.text)
+        return (pieces, [i for i, p in enumerate(pieces) if i % 2 and p == self.id_in],
+                [i for i, p in enumerate(pieces) if i % 2 and p == self.name_in])
 
     def script_for(self, name: str, job_id: str) -> str:
-        return self.text.replace(self.id_in, job_id).replace(self.name_in, name)
+        """``text`` with ``id_in`` replaced by *job_id*, then ``name_in`` by *name* (one join of
+        the pieces: two replacements over the whole text were ~6 us an element)."""
+        pieces, ids, names = self._cut
+        made = pieces.copy()
+        for i in ids:
+            made[i] = job_id
+        for i in names:
+            made[i] = name
+        return "".join(made)
 
 
 @frozen

@@ -86,8 +86,8 @@ def test_events_written_many_at_once_come_back_with_the_ids_they_were_stored_und
 
 
 def test_jobs_begun_in_one_batch_are_recorded_as_one_at_a_time(store):
-    """A sweep's fresh elements: job rows and first attempts in two statements, their scripts
-    and submissions in one each, equal to create_job + begin_attempt + set_job + record_submission."""
+    """A sweep's fresh elements: job rows and first attempts in two statements, their
+    submissions (with their scripts) in two, equal to create_job + begin_attempt + set_job + record_submission."""
     single = make_job(store, name="one")
     store.begin_attempt(single)
     fields = [{"job_id": f"rj-batch{i}", "name": f"el-{i}", "cluster": "local", "backend": "local", "spec_json": "{}",
@@ -100,12 +100,12 @@ def test_jobs_begun_in_one_batch_are_recorded_as_one_at_a_time(store):
         assert attempt.who == store.attempt(single, 1).who
     assert store.jobs_with_attempts(["rj-batch0", "rj-batch2", make_job(store, name="none"), "rj-nope"]) == {
         "rj-batch0", "rj-batch2"}
-    store.set_scripts({"rj-batch0": "#!/bin/bash\necho 0\n", "rj-batch1": "echo 1"})
-    assert store.get_job("rj-batch1").script == "echo 1" and store.get_job("rj-batch2").script is None
-    store.record_submissions([("rj-batch0", 1, '{"x": 0}', "7_0", 1.0), ("rj-batch1", 1, '{"x": 1}', "7_1", 2.0)])
+    store.record_submissions([("rj-batch0", 1, '{"x": 0}', "7_0", 1.0), ("rj-batch1", 1, '{"x": 1}', "7_1", 2.0)],
+                             scripts={"rj-batch0": "#!/bin/bash\necho 0\n", "rj-batch1": "echo 1"})
     assert [(a.state, a.backend_job_id, a.submission_json) for a in (store.attempt("rj-batch0", 1), store.attempt("rj-batch1", 1))] \
         == [("PENDING", "7_0", '{"x": 0}'), ("PENDING", "7_1", '{"x": 1}')]
     assert [store.get_job(f"rj-batch{i}").state for i in range(3)] == ["PENDING", "PENDING", "SUBMITTING"]
+    assert [store.get_job(f"rj-batch{i}").script for i in range(3)] == ["#!/bin/bash\necho 0\n", "echo 1", None]
 
 
 def test_tokens_never_reach_the_database(store, monkeypatch):

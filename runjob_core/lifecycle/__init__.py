@@ -361,6 +361,10 @@ def _reattach(context: RunContext, row: JobRow, job: JobSpec, cluster: ClusterCo
                                       hook="runjob_reattach", blame=cluster.type, job_id=row.id, attempt=attempt.n)
     if found is None:
         return attempt
+    if context.store.get_job(row.id).script is None:
+        # Interrupted before its script was stored (a sweep's array stores them with the
+        # submissions): the script this attempt was made from, rendered again.
+        context.store.set_job(row.id, script=render(context, job, attempt, cluster).script)
     context.store.record_submission(row.id, attempt.n, config.record_to_json(found), found.backend_job_id, found.submitted_at)
     context.event(row.id, "reattached", f"found {found.backend_job_id} by its tag {attempt.tag}; not submitting again",
                   attempt=attempt.n, source=found.source)

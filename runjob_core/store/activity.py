@@ -32,17 +32,22 @@ class Activity(Tables):
         ts = time.time()
         clean = redactor()  # the environment's secrets read once for all of them
         for start in range(0, len(events), 500):
-            chunk = [(job_id, attempt, ts, kind, source, clean(message),
-                      clean(json.dumps(data, default=str)) if data else None, self.who)
-                     for job_id, kind, message, source, attempt, data in events[start:start + 500]]
+            written = [(data, json.dumps(data, default=str) if data else None) for *_rest, data in events[start:start + 500]]
+            chunk = [(job_id, attempt, ts, kind, source, clean(message), clean(text) if text else None, self.who)
+                     for (job_id, kind, message, source, attempt, _data), (_same, text) in zip(events[start:start + 500],
+                                                                                             written)]
             marks = ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
             # fetchall: SQLite finishes the statement (and its write) only when stepped to the end.
             ids = sorted(row[0] for row in self._db.execute(
                 f"INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json, who) VALUES {marks}"
                 " RETURNING id", [value for row in chunk for value in row]).fetchall())
+            # The data as stored: read back from its text only where redaction changed it (or where
+            # JSON makes it something else: a tuple, a key that is not a string).
             made += [EventRow(event_id, job_id, attempt, ts, kind, source, message,
-                              json.loads(data_json) if data_json else {}, who)
-                     for event_id, (job_id, attempt, ts, kind, source, message, data_json, who) in zip(ids, chunk)]
+                              ((dict(data) if data_json == text and _as_json_reads(data) else json.loads(data_json))
+                               if data_json else {}), who)
+                     for event_id, (job_id, attempt, ts, kind, source, message, data_json, who), (data, text)
+                     in zip(ids, chunk, written)]
         return made
 
     def events(self, job_id: str | None = None, *, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[EventRow]:
@@ -87,3 +92,10 @@ class Activity(Tables):
             ' ON CONFLICT(job_id, attempt, stream) DO UPDATE SET "offset" = excluded."offset"',
             (job_id, attempt, stream, offset),
         )
+
+
+def _as_json_reads(data: dict) -> bool:
+    """Whether *data* equals what reading its JSON text gives back (plain strings, numbers,
+    booleans and None under string keys, as events carry): then it need not be parsed again."""
+    return all(type(key) is str and (value is None or type(value) in (str, int, float, bool))
+               for key, value in data.items())

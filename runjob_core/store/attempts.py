@@ -58,16 +58,24 @@ class Attempts(Tables):
                 [(r.id, 1, attempt_tag(r.id, 1), "SUBMITTING", None, self.who) for r in rows])
         return rows
 
-    def record_submissions(self, submissions: list[tuple[str, int, str, str, float]]) -> None:
+    def record_submissions(self, submissions: list[tuple[str, int, str, str, float]],
+                           scripts: dict[str, str] | None = None) -> None:
         """:meth:`record_submission` of many (job id, n, submission JSON, backend job id,
-        submitted at) in one transaction and two statements."""
+        submitted at) in one transaction and two statements; with *scripts* (job id -> its
+        script), each job's script is set by the same statement as its state (a job row whose
+        script was set before is written whole again by the state's update: a 1,000-element
+        array wrote its ~4 MB of scripts twice)."""
         with self.transaction():
             self._db.executemany(
                 "UPDATE attempts SET state = 'PENDING', backend_job_id = ?, submission_json = ?, submitted_at = ?"
                 " WHERE job_id = ? AND n = ?",
                 [(backend_job_id, submission_json, submitted_at, job_id, n)
                  for job_id, n, submission_json, backend_job_id, submitted_at in submissions])
-            self._db.executemany("UPDATE jobs SET state = 'PENDING' WHERE id = ?", [(s[0],) for s in submissions])
+            if scripts:
+                self._db.executemany("UPDATE jobs SET state = 'PENDING', script = ? WHERE id = ?",
+                                     [(scripts[s[0]], s[0]) for s in submissions])
+            else:
+                self._db.executemany("UPDATE jobs SET state = 'PENDING' WHERE id = ?", [(s[0],) for s in submissions])
 
     def record_submission(self, job_id: str, n: int, submission_json: str, backend_job_id: str, submitted_at: float) -> None:
         self.record_submissions([(job_id, n, submission_json, backend_job_id, submitted_at)])

@@ -118,10 +118,6 @@ class Jobs(Tables):
         assignments = ", ".join(f"{k} = ?" for k in fields)
         self._db.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*fields.values(), job_id))
 
-    def set_scripts(self, scripts: dict[str, str]) -> None:
-        """``set_job(job_id, script=...)`` of many jobs in one statement."""
-        self._db.executemany("UPDATE jobs SET script = ? WHERE id = ?", [(script, job_id) for job_id, script in scripts.items()])
-
     # ------------------------------------------------------------------ sweeps
 
     def create_sweep(self, *, sweep_id: str, name: str, spec_hash: str, spec_json: str, elements_json: str,

@@ -91,16 +91,15 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
                 for (job_row, job), attempt, rendered in zip(fresh, first.attempts, first.rendereds)]
     if not prepared:
         return
-    with store.transaction():  # one commit for 1,000 scripts, not 1,000
-        store.set_scripts({job_row.id: rendered.script for job_row, _job, _attempt, rendered in prepared})
-        # Jobs made by this run (every one prepared here): none has its estimates yet.
-        events = []
-        for job_row, *_rest in prepared:
-            checks = (estimates or {}).get(job_row.sweep_index)
-            if checks is not None and checks.estimates:
-                message, data = lifecycle.estimates_event(checks)
-                events.append((job_row.id, "estimates", message, "runjob", None, data))
-        store.add_events(events)
+    # Jobs made by this run (every one prepared here): none has its estimates yet.
+    events = []
+    for job_row, *_rest in prepared:
+        checks = (estimates or {}).get(job_row.sweep_index)
+        if checks is not None and checks.estimates:
+            message, data = lifecycle.estimates_event(checks)
+            events.append((job_row.id, "estimates", message, "runjob", None, data))
+    if events:
+        store.add_events(events)  # one statement per 500
     staged = [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
               for job_row, job, attempt, rendered in prepared]
     # A backend that takes the folders' files puts them in place itself (SLURM: one bundle
@@ -119,16 +118,18 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
                  for _layout, job, rendered, record in staged] if folders else None
         submissions = _ask(context, cluster, transport, prepared, limit, row.name, files, model)
     if submissions is None:  # one element, or the backend makes no array of these: each alone,
-        # rendered and staged by its own submit (a folder the backend was to write is written there)
+        # rendered, stored and staged by its own submit (a folder the backend was to write is written there)
         for job_row, job, attempt, _rendered in prepared:
             lifecycle._submit_attempt(context, job_row, job, cluster, attempt_row=store.attempt(job_row.id, attempt.n))
         return
-    # One commit: a runjob killed before it leaves every element SUBMITTING with its tag, found
-    # in the array by the next run (as a kill between sbatch and recording always did).
+    # One commit, the scripts with the states: a runjob killed before it leaves every element
+    # SUBMITTING with its tag, found in the array by the next run (as a kill between sbatch and
+    # recording always did), which stores the script then (lifecycle._reattach).
     pairs = list(zip(prepared, submissions))
     with store.transaction():
         store.record_submissions([(job_row.id, attempt.n, config.record_to_json(submission), submission.backend_job_id,
-                                   submission.submitted_at) for (job_row, _job, attempt, _rendered), submission in pairs])
+                                   submission.submitted_at) for (job_row, _job, attempt, _rendered), submission in pairs],
+                                 scripts={job_row.id: rendered.script for job_row, _job, _attempt, rendered in prepared})
         context.events([(job_row.id, "submitted", f"attempt {attempt.n} submitted as {cluster.type} job "
                          f"{submission.backend_job_id} on {cluster.name} (one of an array of {len(prepared)})",
                          {"attempt": attempt.n, "source": submission.source, "backend_job_id": submission.backend_job_id,

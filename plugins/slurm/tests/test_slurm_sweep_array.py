@@ -143,7 +143,11 @@ def test_killed_after_sbatch_reattaches_every_task_without_a_second_array(ctx, s
             _array.submit_group(ctx, sweep, row, list(range(6)), limit=2)
     jobs = _run.element_jobs(ctx.store, row.id)
     assert {ctx.store.latest_attempt(j.id).state for j in jobs.values()} == {"SUBMITTING"}
+    assert {j.script for j in jobs.values()} == {None}  # stored with the submissions, which never came
     _run.settle(ctx, row)  # the rerun's first step: each element found by its tag's array marker
+    for index, job in _run.element_jobs(ctx.store, row.id).items():  # and its script stored then, as it was made
+        attempt = lifecycle.new_attempt(ctx, sweep.jobs[index], ctx.clusters["under-test"], job_id=job.id, n=1)
+        assert job.script == lifecycle.render(ctx, sweep.jobs[index], attempt, ctx.clusters["under-test"]).script
     ids = ids_of(ctx, row)
     array = ids[0].split("_")[0]
     assert ids == [f"{array}_{i}" for i in range(6)]

@@ -196,9 +196,7 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
 
 
 def _parse_safe(path: str) -> bool:
-    from runjob_slurm._render import _SBATCH_SAFE
-
-    return bool(_SBATCH_SAFE.match(path))
+    return bool(_parse.SBATCH_SAFE.match(path))
 
 
 def find_task(transport, attempt, squeue_rows: dict, sacct_text) -> str | None:

@@ -26,6 +26,10 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
+#: What a value on an ``#SBATCH`` line may be made of: sbatch reads those lines itself (no
+#: shell) and splits them on whitespace.
+SBATCH_SAFE = re.compile(r"^[A-Za-z0-9._:/@%+=,~-]+$")
+
 TIME_ENV = ["env", "SLURM_TIME_FORMAT=%s"]
 
 SQUEUE_FORMAT = "%i|%A|%T|%r|%S|%e|%M|%N|%P|%k|%j"

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 
 from runjob_core import templating
 from runjob_core.config import format_slurm_time, parse_duration
 from runjob_core.errors import ConfigError
 from runjob_core.models import Estimate, Rendered
 from runjob_slurm import _options
+from runjob_slurm._parse import SBATCH_SAFE as _SBATCH_SAFE
 
 SOURCE = "runjob-slurm"
-# sbatch reads #SBATCH lines itself (no shell), and splits them on whitespace.
-_SBATCH_SAFE = re.compile(r"^[A-Za-z0-9._:/@%+=,~-]+$")
 
 
 def gres(job, cluster) -> str:
