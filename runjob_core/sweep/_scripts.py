@@ -76,7 +76,8 @@ def first_attempts(context: RunContext, cluster, jobs: list[JobSpec], job_ids: l
 
         layout = Layout(**{key: put(value) for key, value in paths.items()})
         attempt = Attempt(job_id=job_id, n=1, tag=attempt_tag(job_id, 1), layout=layout)
-        return attempt, attrs.evolve(model, script=script.script_for(job.name, job_id))
+        return attempt, Rendered(script=script.script_for(job.name, job_id), template=model.template, source=model.source,
+                                 script_name=model.script_name)
 
     pairs = [made(job, job_id) for job, job_id in zip(jobs, job_ids)]
     if any(own(jobs[i], job_ids[i]) != pairs[i] for i in (0, -1)):

@@ -48,8 +48,10 @@ PRELOAD = (
     "runjob_core.interrupted", "runjob_core.estimator.eta", "runjob_core.cli._plaintable",
     # `health scan` (issue 29: timed against grep, whole process).
     "runjob_core.cli.health", "runjob_core.context", "runjob_core.monitor.scan",
-    # `submit` asks whether its file is a sweep (~20 ms of imports, more without bytecode).
-    "runjob_core.cli._sweep", "runjob_core.sweep",
+    # `submit` asks whether its file is a sweep (~20 ms of imports, more without bytecode), and
+    # submits one (its array's modules: ~10-15 ms a child).
+    "runjob_core.cli._sweep", "runjob_core.sweep", "runjob_core.sweep._run", "runjob_core.sweep._array",
+    "runjob_core.sweep._scripts", "runjob_core.sweep._budget", "runjob_core.sweep._paused",
 )
 #: Imported when installed: a team's shared state (psycopg alone is ~160 ms of every `status` on
 #: PostgreSQL, and `status --json` writes with the encoder of cli._jsonout).
