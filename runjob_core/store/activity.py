@@ -32,22 +32,18 @@ class Activity(Tables):
         ts = time.time()
         clean = redactor()  # the environment's secrets read once for all of them
         for start in range(0, len(events), 500):
-            written = [(data, json.dumps(data, default=str) if data else None) for *_rest, data in events[start:start + 500]]
+            batch = events[start:start + 500]
+            texts = [json.dumps(data, default=str) if data else None for *_rest, data in batch]
             chunk = [(job_id, attempt, ts, kind, source, clean(message), clean(text) if text else None, self.who)
-                     for (job_id, kind, message, source, attempt, _data), (_same, text) in zip(events[start:start + 500],
-                                                                                             written)]
+                     for (job_id, kind, message, source, attempt, _data), text in zip(batch, texts)]
             marks = ",".join(["(?,?,?,?,?,?,?,?)"] * len(chunk))
             # fetchall: SQLite finishes the statement (and its write) only when stepped to the end.
             ids = sorted(row[0] for row in self._db.execute(
                 f"INSERT INTO events(job_id, attempt, ts, kind, source, message, data_json, who) VALUES {marks}"
                 " RETURNING id", [value for row in chunk for value in row]).fetchall())
-            # The data as stored: read back from its text only where redaction changed it (or where
-            # JSON makes it something else: a tuple, a key that is not a string).
-            made += [EventRow(event_id, job_id, attempt, ts, kind, source, message,
-                              ((dict(data) if data_json == text and _as_json_reads(data) else json.loads(data_json))
-                               if data_json else {}), who)
-                     for event_id, (job_id, attempt, ts, kind, source, message, data_json, who), (data, text)
-                     in zip(ids, chunk, written)]
+            made += [EventRow(event_id, job_id, attempt, ts, kind, source, message, _as_stored(data, text, data_json), who)
+                     for event_id, (job_id, attempt, ts, kind, source, message, data_json, who), (*_rest, data), text
+                     in zip(ids, chunk, batch, texts)]
         return made
 
     def events(self, job_id: str | None = None, *, after_id: int = 0, kinds: tuple[str, ...] = ()) -> list[EventRow]:
@@ -94,8 +90,13 @@ class Activity(Tables):
         )
 
 
-def _as_json_reads(data: dict) -> bool:
-    """Whether *data* equals what reading its JSON text gives back (plain strings, numbers,
-    booleans and None under string keys, as events carry): then it need not be parsed again."""
-    return all(type(key) is str and (value is None or type(value) in (str, int, float, bool))
-               for key, value in data.items())
+def _as_stored(data: dict | None, text: str | None, stored: str | None) -> dict:
+    """An event's data as the store holds it (*stored*, its JSON after redaction): a copy of
+    *data* when that is what reading it back gives (redaction changed nothing, and *data* is
+    plain strings, numbers, booleans and None under string keys), else *stored* read back."""
+    if not stored:
+        return {}
+    if stored == text and all(type(key) is str and (value is None or type(value) in (str, int, float, bool))
+                              for key, value in data.items()):
+        return dict(data)
+    return json.loads(stored)

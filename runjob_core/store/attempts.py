@@ -71,11 +71,8 @@ class Attempts(Tables):
                 " WHERE job_id = ? AND n = ?",
                 [(backend_job_id, submission_json, submitted_at, job_id, n)
                  for job_id, n, submission_json, backend_job_id, submitted_at in submissions])
-            if scripts:
-                self._db.executemany("UPDATE jobs SET state = 'PENDING', script = ? WHERE id = ?",
-                                     [(scripts[s[0]], s[0]) for s in submissions])
-            else:
-                self._db.executemany("UPDATE jobs SET state = 'PENDING' WHERE id = ?", [(s[0],) for s in submissions])
+            self._db.executemany("UPDATE jobs SET state = 'PENDING', script = COALESCE(?, script) WHERE id = ?",
+                                 [((scripts or {}).get(s[0]), s[0]) for s in submissions])
 
     def record_submission(self, job_id: str, n: int, submission_json: str, backend_job_id: str, submitted_at: float) -> None:
         self.record_submissions([(job_id, n, submission_json, backend_job_id, submitted_at)])

@@ -99,7 +99,8 @@ def _submit_group(context: RunContext, sweep, row: SweepRow, indices: list[int],
             message, data = lifecycle.estimates_event(checks)
             events.append((job_row.id, "estimates", message, "runjob", None, data))
     if events:
-        store.add_events(events)  # one statement per 500
+        with store.transaction():  # one commit (a statement per 500)
+            store.add_events(events)
     staged = [(attempt.layout, job, rendered, staging.job_record(job_row, context.state_dir))
               for job_row, job, attempt, rendered in prepared]
     # A backend that takes the folders' files puts them in place itself (SLURM: one bundle

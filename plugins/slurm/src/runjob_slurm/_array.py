@@ -147,9 +147,9 @@ def submit(jobs, attempts, rendereds, name: str, cluster, transport, max_paralle
     *folders* (each element's files), they go in the array's bundle, unpacked by each task;
     with *script_model* too, the folders hold no script and each task makes its own from the
     model (shipped once as ``model.sh``)."""
-    if script_model is not None and not any(script_model.name_in in line or script_model.id_in in line
-                                            for line in _resources(script_model.text)):
-        resources = [_resources(script_model.text)]  # every element's, by construction
+    shared = _resources(script_model.text) if script_model is not None else None
+    if shared is not None and not any(script_model.name_in in line or script_model.id_in in line for line in shared):
+        resources = [shared]  # every element's: its scripts are the model with a name and id put in
     else:
         resources = [_resources(r.script) for r in rendereds]
         if any(r != resources[0] for r in resources):
